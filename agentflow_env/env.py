@@ -1,0 +1,208 @@
+"""``AgentFlowEnv``: the Gymnasium facade over one ``Session`` per episode.
+
+One ``step`` is one planner turn. The observation is the planner's next prompt, chat-rendered and
+ending with the assistant header, as ``{"text": str, "token_ids": int64 array}``; the action is the
+planner's reply as a ``str`` or as token ids. The reward is terminal by default.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, SupportsFloat
+
+import gymnasium as gym
+from gymnasium import spaces
+
+from agentflow_env._async import LoopRunner
+from agentflow_env.hf_tokens import resolve_tokenizer
+from agentflow_env.modules import Modules, build_modules
+from agentflow_env.render import render_episode
+from agentflow_env.rewards import RewardConfig
+from agentflow_env.session import EpisodeOverError, Session, SessionConfig
+from agentflow_env.spaces import AnyText, TokenIds
+from agentflow_env.tasks.base import Task, TaskSource
+from agentflow_env.tasks.sources import ListTaskSource, synthetic_source
+from agentflow_env.tokens import ChatTokenizer
+from agentflow_env.tools.base import Tool
+from agentflow_env.tools.registry import ToolSet, make_tool
+from agentflow_env.trajectory import Trajectory
+
+DEFAULT_TOOLS = ("Search", "Calculator")
+
+
+class AgentFlowEnv(gym.Env[dict[str, Any], str]):
+    """AgentFlow's workflow with the planner as the agent.
+
+    Args:
+        task_source: where tasks come from; default: the embedded synthetic world.
+        tasks: a fixed list of ``Task`` objects instead of a source.
+        hops, kinds, split, world_seed, world_size, fresh_world: synthetic-world settings
+            (``hops`` = documents a question needs; ``fresh_world`` builds a new small world each
+            episode, which is what a small planner needs to learn to search rather than memorise).
+        tools: tool names (from the registry) or ``Tool`` objects.
+        modules: ``"rule"`` (offline default), a per-role mapping, or a ``Modules`` bundle.
+        max_turns: planner turns before the episode is truncated (AgentFlow evaluates with 10).
+        reward: ``"exact_match"`` (default) or ``"f1"``; ``lambda_*`` subtract costs per tool
+            call, per action token and per invalid action.
+        tokenizer: the package's bundled byte-level BPE (default), a ``ChatTokenizer``, a Hugging
+            Face tokenizer, a local path, or a hub name already in the local cache.
+        prompt_style: ``"full"`` (AgentFlow-like prompt with tool cards) or ``"compact"``.
+        observation_mode: ``"structured"`` (each prompt rendered afresh from memory, AgentFlow)
+            or ``"flat"`` (the prompt grows: previous ids + action ids + feedback ids, exactly).
+        max_action_tokens: longer actions are cut to this many tokens and flagged.
+        max_prompt_tokens, max_total_tokens: a prompt (any mode) or a flat sequence longer than
+            this ends the episode as truncated, with the reason in ``info["end_reason"]``.
+    """
+
+    metadata = {"render_modes": ["ansi", "human"], "render_fps": 4}
+
+    def __init__(
+        self,
+        *,
+        task_source: TaskSource | None = None,
+        tasks: Sequence[Task] | None = None,
+        hops: int | Sequence[int] | None = None,
+        kinds: str | Sequence[str] | None = None,
+        split: str = "train",
+        world_seed: int = 0,
+        world_size: str | None = None,
+        fresh_world: bool = False,
+        tools: Sequence[str | Tool] = DEFAULT_TOOLS,
+        modules: str | Mapping[str, object] | Modules = "rule",
+        max_turns: int = 10,
+        reward: str = "exact_match",
+        lambda_calls: float = 0.0,
+        lambda_tokens: float = 0.0,
+        lambda_errors: float = 0.0,
+        tokenizer: Any = None,
+        prompt_style: str = "full",
+        observation_mode: str = "structured",
+        max_action_tokens: int | None = None,
+        max_prompt_tokens: int | None = None,
+        max_total_tokens: int | None = None,
+        tool_timeout_s: float = 10.0,
+        max_tool_output_chars: int = 8000,
+        render_mode: str | None = None,
+    ) -> None:
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(
+                f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}"
+            )
+        self.render_mode = render_mode
+        if task_source is not None and tasks is not None:
+            raise ValueError("give task_source or tasks, not both")
+        if tasks is not None:
+            task_source = ListTaskSource(tasks)
+        self.task_source: TaskSource = task_source or synthetic_source(
+            world_seed=world_seed,
+            world_size=world_size,
+            hops=hops,
+            kinds=kinds,
+            split=split,
+            fresh_world=fresh_world,
+        )
+        self.tools = ToolSet([make_tool(t) if isinstance(t, str) else t for t in tools])
+        self.modules = build_modules(modules)
+        self.tokenizer: ChatTokenizer = resolve_tokenizer(tokenizer)
+        self.session_config = SessionConfig(
+            max_turns=max_turns,
+            reward=RewardConfig(reward, lambda_calls, lambda_tokens, lambda_errors),
+            tool_timeout_s=tool_timeout_s,
+            max_tool_output_chars=max_tool_output_chars,
+            prompt_style=prompt_style,
+            observation_mode=observation_mode,
+            max_action_tokens=max_action_tokens,
+            max_prompt_tokens=max_prompt_tokens,
+            max_total_tokens=max_total_tokens,
+        )
+        self.observation_space = spaces.Dict(
+            {"text": AnyText(), "token_ids": TokenIds(self.tokenizer.vocab_size)}
+        )
+        self.action_space = AnyText()
+        self.session: Session | None = None
+        self._runner = LoopRunner()
+
+    # -- Gymnasium API -----------------------------------------------------------------------
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Start an episode. ``options={"task": Task}`` runs that task instead of sampling one."""
+        super().reset(seed=seed)
+        options = options or {}
+        task = options.get("task")
+        if task is None:
+            task = self.task_source.sample(self.np_random)
+        elif not isinstance(task, Task):
+            raise TypeError(f"options['task'] must be a Task, got {type(task).__name__}")
+        self.session = self.new_session(task, seed=seed)
+        observation, info = self._runner.run(self.session.start())
+        return observation.as_gym(), info
+
+    def step(
+        self, action: str | Sequence[int]
+    ) -> tuple[dict[str, Any], SupportsFloat, bool, bool, dict[str, Any]]:
+        """One planner turn.
+
+        ``action`` is the planner's text, its token ids (kept verbatim, decoded only to parse), or
+        a mapping ``{"token_ids": [...], "logprobs": [...]}`` carrying the sampling log-probs.
+        """
+        if self.session is None:
+            raise gym.error.ResetNeeded("call reset() before step()")
+        if self.session.done:
+            raise gym.error.ResetNeeded("the episode is over: call reset() before step()")
+        try:
+            outcome = self._runner.run(self.session.step(action))
+        except EpisodeOverError as exc:  # pragma: no cover - guarded above
+            raise gym.error.ResetNeeded(str(exc)) from exc
+        if self.render_mode == "human":
+            print(self.render_text(), flush=True)
+        return (
+            outcome.observation.as_gym(),
+            outcome.reward,
+            outcome.terminated,
+            outcome.truncated,
+            outcome.info,
+        )
+
+    def render(self) -> str | None:
+        if self.render_mode == "ansi":
+            return self.render_text()
+        if self.render_mode == "human":
+            print(self.render_text(), flush=True)
+        return None
+
+    def close(self) -> None:
+        self._runner.close()
+        super().close()
+
+    # -- helpers -----------------------------------------------------------------------------
+    def new_session(self, task: Task, seed: int | None = None) -> Session:
+        """A fresh session for ``task`` sharing this env's tools, modules and tokenizer.
+
+        Async callers (many episodes in one event loop) drive sessions directly.
+        """
+        return Session(
+            task,
+            tools=self.tools,
+            modules=self.modules,
+            tokenizer=self.tokenizer,
+            config=self.session_config,
+            seed=seed,
+        )
+
+    @property
+    def task(self) -> Task:
+        if self.session is None:
+            raise gym.error.ResetNeeded("no episode yet: call reset()")
+        return self.session.task
+
+    def trajectory(self) -> Trajectory:
+        """The current episode's exact turn records (see ``agentflow_env.trajectory``)."""
+        if self.session is None:
+            raise gym.error.ResetNeeded("no episode yet: call reset()")
+        return self.session.trajectory()
+
+    def render_text(self) -> str:
+        if self.session is None:
+            return "(no episode yet)"
+        return render_episode(self.session)

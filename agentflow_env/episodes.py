@@ -1,0 +1,96 @@
+"""Running whole episodes with a planner, and summarising many of them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import gymnasium as gym
+
+from agentflow_env.memory import MemoryEntry
+
+
+class Planner(Protocol):
+    def act(self, observation: Any, info: dict[str, Any]) -> Any: ...
+
+
+@dataclass
+class EpisodeRecord:
+    task_id: str
+    question: str
+    gold_answers: tuple[str, ...]
+    answer: str | None
+    success: bool
+    reward: float
+    seed: int | None
+    actions: list[str] = field(default_factory=list)
+    metrics: dict[str, float] = field(default_factory=dict)
+    memory: list[dict[str, Any]] = field(default_factory=list)
+    end_reason: str = ""
+
+    def memory_entries(self) -> list[MemoryEntry]:
+        return [MemoryEntry(**entry) for entry in self.memory]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "task_id": self.task_id,
+            "seed": self.seed,
+            "question": self.question,
+            "gold_answers": list(self.gold_answers),
+            "answer": self.answer,
+            "success": self.success,
+            "reward": self.reward,
+            "end_reason": self.end_reason,
+            "metrics": self.metrics,
+            "actions": self.actions,
+            "memory": self.memory,
+        }
+
+
+def run_episode(env: gym.Env, planner: Planner, seed: int | None = None) -> EpisodeRecord:
+    """Reset ``env`` with ``seed`` and let ``planner`` act until the episode ends."""
+    observation, info = env.reset(seed=seed)
+    actions: list[str] = []
+    reward = 0.0
+    while True:
+        action = planner.act(observation, info)
+        actions.append(action if isinstance(action, str) else repr(action))
+        observation, step_reward, terminated, truncated, info = env.step(action)
+        reward += float(step_reward)
+        if terminated or truncated:
+            break
+    return EpisodeRecord(
+        task_id=info["task_id"],
+        question=info["question"],
+        gold_answers=tuple(info["gold_answers"]),
+        answer=info["answer"],
+        success=bool(info["success"]),
+        reward=reward,
+        seed=seed,
+        actions=actions,
+        metrics=dict(info["metrics"]),
+        memory=list(info["memory"]),
+        end_reason=info["end_reason"],
+    )
+
+
+def summarize(records: Sequence[EpisodeRecord]) -> dict[str, Any]:
+    n = len(records)
+    if n == 0:
+        return {
+            "episodes": 0,
+            "success_rate": 0.0,
+            "mean_turns": 0.0,
+            "tool_calls": 0,
+            "invalid_calls": 0,
+            "mean_reward": 0.0,
+        }
+    return {
+        "episodes": n,
+        "success_rate": sum(r.success for r in records) / n,
+        "mean_turns": sum(r.metrics.get("turns", 0) for r in records) / n,
+        "tool_calls": int(sum(r.metrics.get("tool_calls", 0) for r in records)),
+        "invalid_calls": int(sum(r.metrics.get("invalid_actions", 0) for r in records)),
+        "mean_reward": sum(r.reward for r in records) / n,
+    }

@@ -1,0 +1,348 @@
+"""An async client for OpenAI-compatible chat-completions endpoints (``vllm serve`` and friends).
+
+One ``ChatClient`` per endpoint is shared by every env of the process (``get_client``). An httpx
+connection pool is bound to the event loop that created it, and each env drives its sessions on
+its own private loop, so the client keeps one pool and one concurrency semaphore per running
+loop, created lazily. Failed attempts (timeouts, connection errors, HTTP 429/5xx, malformed JSON,
+empty content) are retried with exponential backoff and jitter; after the last one the call raises
+``LLMError``, a ``ModuleError`` that the session records and turns into a clean episode end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import threading
+import time
+import weakref
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, Protocol
+
+import httpx
+
+from agentflow_env.modules.base import ModuleError
+
+__all__ = [
+    "ChatBackend",
+    "ChatClient",
+    "ChatResult",
+    "LLMEndpoint",
+    "LLMError",
+    "as_backend",
+    "close_clients",
+    "get_client",
+]
+
+Message = Mapping[str, str]
+_ENV_PREFIX = "AGENTFLOW"
+# Environment variable suffix -> LLMEndpoint field, e.g. AGENTFLOW_LLM_BASE_URL -> base_url.
+_ENV_FIELDS = {
+    "BASE_URL": "base_url",
+    "MODEL": "model",
+    "API_KEY": "api_key",
+    "TIMEOUT_S": "timeout_s",
+    "MAX_RETRIES": "max_retries",
+    "MAX_CONCURRENCY": "max_concurrency",
+    "TEMPERATURE": "temperature",
+    "MAX_TOKENS": "max_tokens",
+}
+
+
+class LLMError(ModuleError):
+    """An LLM call failed after its last retry (or with an error that retrying cannot fix)."""
+
+
+@dataclass(frozen=True)
+class LLMEndpoint:
+    """Where and how to call one OpenAI-compatible model.
+
+    Args:
+        base_url: the API root, e.g. ``http://127.0.0.1:8000/v1`` (``/chat/completions`` is
+            appended; a trailing ``/chat/completions`` is accepted too).
+        model: the served model name (``vllm serve MODEL`` serves it as ``MODEL``).
+        api_key: sent as a bearer token when set (vLLM ignores it unless started with one).
+        timeout_s: hard limit on one attempt, from sending the request to the parsed reply.
+        max_retries: extra attempts after the first one fails with a retryable error.
+        max_concurrency: requests in flight at once, per event loop.
+        temperature, max_tokens: sampling defaults for calls that do not override them.
+        backoff_s, max_backoff_s: the first retry waits about ``backoff_s``, doubling up to the cap.
+    """
+
+    base_url: str
+    model: str
+    api_key: str | None = field(default=None, repr=False)
+    timeout_s: float = 60.0
+    max_retries: int = 3
+    max_concurrency: int = 64
+    temperature: float = 0.0
+    max_tokens: int = 1024
+    backoff_s: float = 0.5
+    max_backoff_s: float = 8.0
+
+    def __post_init__(self) -> None:
+        if not self.base_url:
+            raise ValueError("LLMEndpoint needs a base_url (e.g. http://127.0.0.1:8000/v1)")
+        if not self.model:
+            raise ValueError("LLMEndpoint needs a model name")
+        if self.timeout_s <= 0 or self.max_retries < 0 or self.max_concurrency < 1:
+            raise ValueError(
+                "timeout_s must be > 0, max_retries >= 0 and max_concurrency >= 1; got "
+                f"{self.timeout_s}, {self.max_retries}, {self.max_concurrency}"
+            )
+
+    @property
+    def chat_url(self) -> str:
+        url = self.base_url.rstrip("/")
+        return url if url.endswith("/chat/completions") else url + "/chat/completions"
+
+    @classmethod
+    def from_env(
+        cls, role: str | None = None, environ: Mapping[str, str] | None = None, **overrides: Any
+    ) -> LLMEndpoint:
+        """Build from ``AGENTFLOW_LLM_*`` variables, with ``AGENTFLOW_<ROLE>_*`` taking precedence.
+
+        ``overrides`` (non-None keyword arguments) win over both. ``role`` is e.g. ``"verifier"``.
+        """
+        environ = os.environ if environ is None else environ
+        types = {f.name: f.type for f in fields(cls)}
+        values: dict[str, Any] = {}
+        prefixes = ["LLM"] + ([role.upper()] if role else [])
+        for prefix in prefixes:
+            for suffix, name in _ENV_FIELDS.items():
+                raw = environ.get(f"{_ENV_PREFIX}_{prefix}_{suffix}")
+                if raw not in (None, ""):
+                    values[name] = _convert(raw, str(types[name]))
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        missing = [name for name in ("base_url", "model") if not values.get(name)]
+        if missing:
+            where = f"AGENTFLOW_LLM_* or AGENTFLOW_{role.upper()}_*" if role else "AGENTFLOW_LLM_*"
+            raise ValueError(
+                f"no LLM endpoint configured for the {role or 'LLM'}: missing {missing}; pass an "
+                f"LLMEndpoint or set {where} (e.g. AGENTFLOW_LLM_BASE_URL, AGENTFLOW_LLM_MODEL)"
+            )
+        return cls(**values)
+
+    def with_options(self, **changes: Any) -> LLMEndpoint:
+        """A copy with some fields changed."""
+        return replace(self, **changes)
+
+
+def _convert(raw: str, type_name: str) -> Any:
+    if type_name.startswith("int"):
+        return int(raw)
+    if type_name.startswith("float"):
+        return float(raw)
+    return raw
+
+
+@dataclass(frozen=True)
+class ChatResult:
+    """One completion. ``truncated`` is True when the model hit ``max_tokens`` (finish "length")."""
+
+    text: str
+    finish_reason: str | None
+    latency_s: float
+    attempts: int
+    model: str = ""
+    usage: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def truncated(self) -> bool:
+        return self.finish_reason == "length"
+
+    def meta(self) -> dict[str, Any]:
+        """What the event log keeps about the call besides its text."""
+        return {
+            "latency_s": round(self.latency_s, 4),
+            "attempts": self.attempts,
+            "finish_reason": self.finish_reason,
+            "truncated": self.truncated,
+        }
+
+
+class ChatBackend(Protocol):
+    """What the LLM modules need: ``ChatClient`` (HTTP) or ``VLLMEngine`` (in-process)."""
+
+    async def chat(
+        self,
+        messages: Sequence[Message],
+        *,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        stop: Sequence[str] | None = None,
+        seed: int | None = None,
+    ) -> ChatResult: ...
+
+
+def as_backend(target: LLMEndpoint | ChatBackend) -> ChatBackend:
+    """The shared client for an endpoint, or the backend itself."""
+    return get_client(target) if isinstance(target, LLMEndpoint) else target
+
+
+class _RetryableError(Exception):
+    pass
+
+
+@dataclass
+class _LoopState:
+    http: httpx.AsyncClient
+    semaphore: asyncio.Semaphore
+
+
+class ChatClient:
+    """Chat completions against one endpoint, safe to share across envs, loops and threads."""
+
+    def __init__(self, endpoint: LLMEndpoint) -> None:
+        self.endpoint = endpoint
+        self._states: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._lock = threading.Lock()
+
+    async def chat(
+        self,
+        messages: Sequence[Message],
+        *,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        stop: Sequence[str] | None = None,
+        seed: int | None = None,
+    ) -> ChatResult:
+        """One completion; retried on transient failures; ``LLMError`` when all attempts fail."""
+        ep = self.endpoint
+        body: dict[str, Any] = {
+            "model": ep.model,
+            "messages": [dict(m) for m in messages],
+            "temperature": ep.temperature if temperature is None else temperature,
+            "max_tokens": ep.max_tokens if max_tokens is None else max_tokens,
+        }
+        if stop:
+            body["stop"] = list(stop)
+        if seed is not None:
+            body["seed"] = seed
+        state = self._state()
+        started = time.perf_counter()
+        errors: list[str] = []
+        for attempt in range(ep.max_retries + 1):
+            if attempt:
+                await asyncio.sleep(self._backoff(attempt))
+            try:
+                async with state.semaphore:
+                    data = await asyncio.wait_for(self._post(state.http, body), ep.timeout_s)
+                text, finish = _read_choice(data)
+            except (asyncio.TimeoutError, httpx.TimeoutException):
+                errors.append(f"attempt {attempt + 1}: timed out after {ep.timeout_s:g}s")
+                continue
+            except httpx.TransportError as exc:
+                errors.append(f"attempt {attempt + 1}: connection error: {exc!r}")
+                continue
+            except _RetryableError as exc:
+                errors.append(f"attempt {attempt + 1}: {exc}")
+                continue
+            return ChatResult(
+                text=text,
+                finish_reason=finish,
+                latency_s=time.perf_counter() - started,
+                attempts=attempt + 1,
+                model=str(data.get("model", ep.model)),
+                usage=dict(data.get("usage") or {}),
+            )
+        raise LLMError(
+            f"{ep.model} at {ep.chat_url}: {len(errors)} attempt(s) failed: " + "; ".join(errors)
+        )
+
+    async def _post(self, http: httpx.AsyncClient, body: dict[str, Any]) -> dict[str, Any]:
+        response = await http.post(self.endpoint.chat_url, json=body)
+        if response.status_code == 429 or response.status_code >= 500:
+            raise _RetryableError(f"HTTP {response.status_code}: {response.text[:200]}")
+        if response.status_code >= 400:  # a bad request, key or model name: retrying won't help
+            raise LLMError(
+                f"{self.endpoint.model} at {self.endpoint.chat_url}: "
+                f"HTTP {response.status_code}: {response.text[:500]}"
+            )
+        try:
+            data = response.json()
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise _RetryableError(
+                f"malformed JSON reply: {exc}; body: {response.text[:200]!r}"
+            ) from exc
+        if not isinstance(data, dict):
+            raise _RetryableError(f"reply is not a JSON object: {str(data)[:200]!r}")
+        return data
+
+    def _backoff(self, attempt: int) -> float:
+        """Exponential backoff with jitter: about backoff_s * 2**(attempt-1), capped, x[0.5, 1.5)."""
+        ep = self.endpoint
+        base = min(ep.max_backoff_s, ep.backoff_s * 2 ** (attempt - 1))
+        return base * (0.5 + random.random())
+
+    def _state(self) -> _LoopState:
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            state = self._states.get(loop)
+            if state is None:
+                self._forget_closed_loops()
+                limit = self.endpoint.max_concurrency
+                headers = {"Content-Type": "application/json"}
+                if self.endpoint.api_key:
+                    headers["Authorization"] = f"Bearer {self.endpoint.api_key}"
+                http = httpx.AsyncClient(
+                    headers=headers,
+                    timeout=httpx.Timeout(self.endpoint.timeout_s),
+                    limits=httpx.Limits(max_connections=limit, max_keepalive_connections=limit),
+                    trust_env=False,
+                )
+                state = _LoopState(http, asyncio.Semaphore(limit))
+                self._states[loop] = state
+        return state
+
+    def _forget_closed_loops(self) -> None:
+        # A state refers to its loop (semaphore, transports), so weak keys alone never expire.
+        for loop in [loop for loop in self._states if loop.is_closed()]:
+            del self._states[loop]
+
+    async def aclose(self) -> None:
+        """Close the connection pool of the running loop (others close with their loops)."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            state = self._states.pop(loop, None)
+        if state is not None:
+            await state.http.aclose()
+
+
+def _read_choice(data: Mapping[str, Any]) -> tuple[str, str | None]:
+    """The first choice's text and finish reason; empty or missing content is retryable."""
+    try:
+        choice = data["choices"][0]
+        message = choice.get("message") or {}
+        content = message.get("content")
+        finish = choice.get("finish_reason")
+    except (KeyError, IndexError, TypeError, AttributeError) as exc:
+        raise _RetryableError(f"reply has no choices[0].message: {str(data)[:200]!r}") from exc
+    if not isinstance(content, str) or not content.strip():
+        raise _RetryableError(f"empty content (finish_reason={finish!r})")
+    return content, finish
+
+
+_clients: dict[LLMEndpoint, ChatClient] = {}
+_clients_lock = threading.Lock()
+
+
+def get_client(endpoint: LLMEndpoint) -> ChatClient:
+    """The process-wide client for ``endpoint`` (one pool per event loop inside it)."""
+    with _clients_lock:
+        client = _clients.get(endpoint)
+        if client is None:
+            client = _clients[endpoint] = ChatClient(endpoint)
+        return client
+
+
+async def close_clients() -> None:
+    """Close every shared client's pool on the running loop (e.g. before the loop ends)."""
+    with _clients_lock:
+        clients = list(_clients.values())
+    for client in clients:
+        await client.aclose()

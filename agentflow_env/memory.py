@@ -1,0 +1,169 @@
+"""Structured memory: an append-only event log and the per-turn entries derived for each module.
+
+The log records everything that happened (module outputs, tool calls, errors) and is never
+rewritten. Views for the planner and the other modules are rendered from it; a view may shorten
+old tool outputs, never the query, the constraints or the open questions.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from agentflow_env.tasks.base import Evidence
+
+
+@dataclass(frozen=True)
+class QueryAnalysis:
+    """The initializer's reading of the query."""
+
+    objective: str
+    constraints: tuple[str, ...] = ()
+    sub_questions: tuple[str, ...] = ()
+    tools: tuple[str, ...] = ()
+
+    def render(self) -> str:
+        lines = [f"Objective: {self.objective}"]
+        if self.constraints:
+            lines.append("Constraints: " + " ".join(self.constraints))
+        if self.sub_questions:
+            lines.append("Sub-questions:")
+            lines.extend(f"  {i}. {q}" for i, q in enumerate(self.sub_questions, start=1))
+        if self.tools:
+            lines.append("Relevant tools: " + ", ".join(self.tools))
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class MemoryEntry:
+    """One planner turn: what was asked for, what ran, what came back, what the verifier said."""
+
+    turn: int
+    justification: str
+    context: str
+    sub_goal: str
+    selected_tool: str | None
+    tool_arguments: Mapping[str, Any]
+    tool_result: str
+    tool_ok: bool
+    verification_status: str
+    open_questions: tuple[str, ...] = ()
+    errors: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        record = asdict(self)
+        record["tool_arguments"] = dict(self.tool_arguments)
+        record["open_questions"] = list(self.open_questions)
+        record["errors"] = list(self.errors)
+        return record
+
+
+@dataclass(frozen=True)
+class Event:
+    """One line of the append-only log."""
+
+    kind: str
+    turn: int
+    payload: Mapping[str, Any]
+    time: float = field(default_factory=time.time)
+
+
+class Memory:
+    """The episode's memory: query, analysis, entries and the event log behind them."""
+
+    def __init__(self, query: str) -> None:
+        self.query = query
+        self.analysis: QueryAnalysis | None = None
+        self._entries: list[MemoryEntry] = []
+        self._events: list[Event] = []
+
+    # -- writing (append only) -------------------------------------------------------------
+    def log(self, kind: str, turn: int, **payload: Any) -> Event:
+        event = Event(kind=kind, turn=turn, payload=payload)
+        self._events.append(event)
+        return event
+
+    def set_analysis(self, analysis: QueryAnalysis) -> None:
+        if self.analysis is not None:
+            raise RuntimeError("the query analysis is written once per episode")
+        self.analysis = analysis
+        self.log("analysis", 0, analysis=asdict(analysis))
+
+    def add_entry(self, entry: MemoryEntry) -> None:
+        if entry.turn != len(self._entries) + 1:
+            raise ValueError(f"entry for turn {entry.turn} out of order after {len(self._entries)}")
+        self._entries.append(entry)
+        self.log("entry", entry.turn, entry=entry.as_dict())
+
+    def preview(self, entry: MemoryEntry) -> Memory:
+        """A copy with ``entry`` appended, for modules that judge a turn before it is recorded."""
+        copy = Memory(self.query)
+        copy.analysis = self.analysis
+        copy._entries = [*self._entries, entry]
+        copy._events = list(self._events)
+        return copy
+
+    # -- reading ---------------------------------------------------------------------------
+    @property
+    def entries(self) -> tuple[MemoryEntry, ...]:
+        return tuple(self._entries)
+
+    @property
+    def events(self) -> tuple[Event, ...]:
+        return tuple(self._events)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __iter__(self) -> Iterator[MemoryEntry]:
+        return iter(tuple(self._entries))
+
+    def evidence(self) -> list[Evidence]:
+        """Every executed tool call, full output, oldest first."""
+        return [
+            Evidence(e.selected_tool, e.tool_arguments, e.tool_result, e.tool_ok)
+            for e in self._entries
+            if e.selected_tool is not None
+        ]
+
+    def open_questions(self) -> tuple[str, ...]:
+        if self._entries:
+            return self._entries[-1].open_questions
+        return self.analysis.sub_questions if self.analysis else ()
+
+    def as_dicts(self) -> list[dict[str, Any]]:
+        return [entry.as_dict() for entry in self._entries]
+
+    def render(self, *, keep_full: int = 2, max_old_result_chars: int = 400) -> str:
+        """The step history as text; results older than the last ``keep_full`` turns are cut."""
+        if not self._entries:
+            return "No steps taken yet."
+        blocks = []
+        cutoff = len(self._entries) - keep_full
+        for index, entry in enumerate(self._entries):
+            result = entry.tool_result
+            if index < cutoff and len(result) > max_old_result_chars:
+                result = result[:max_old_result_chars] + " ...[shortened]"
+            blocks.append(_render_entry(entry, result))
+        return "\n\n".join(blocks)
+
+
+def _render_entry(entry: MemoryEntry, result: str) -> str:
+    lines = [f"Step {entry.turn}:"]
+    lines.append(f"  Tool: {entry.selected_tool or '(none)'}")
+    lines.append(f"  Sub-Goal: {entry.sub_goal or '(none)'}")
+    if entry.tool_arguments:
+        args = ", ".join(f"{k}={v!r}" for k, v in entry.tool_arguments.items())
+        lines.append(f"  Command: {args}")
+    if entry.errors:
+        lines.append("  Errors: " + " | ".join(entry.errors))
+    if result:
+        lines.append("  Result:\n" + _indent(result, "    "))
+    lines.append(f"  Verification: {entry.verification_status}")
+    return "\n".join(lines)
+
+
+def _indent(text: str, prefix: str) -> str:
+    return "\n".join(prefix + line for line in text.split("\n"))

@@ -1,0 +1,100 @@
+"""Frozen-module backends and how an environment picks them."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+
+from agentflow_env.modules.base import (
+    Executor,
+    FinalAnswer,
+    Generalist,
+    Initializer,
+    ModuleError,
+    Modules,
+    Verification,
+    Verifier,
+)
+from agentflow_env.modules.rule import RuleExecutor, RuleGeneralist, RuleInitializer, RuleVerifier
+
+ROLES = ("initializer", "executor", "verifier", "generalist")
+_RULE = {
+    "initializer": RuleInitializer,
+    "executor": RuleExecutor,
+    "verifier": RuleVerifier,
+    "generalist": RuleGeneralist,
+}
+
+
+def build_modules(
+    spec: str | Mapping[str, object] | Modules = "rule", *, endpoint: object = None
+) -> Modules:
+    """Build the four modules from ``"rule"``, ``"llm"``, a per-role mapping, or a ``Modules``.
+
+    A mapping gives per role a backend name (``"rule"`` or ``"llm"``), an ``LLMEndpoint`` (an LLM
+    module on that endpoint) or a module object; roles it leaves out use the rule backend.
+    ``endpoint`` serves the ``"llm"`` roles: an ``LLMEndpoint`` or chat backend (e.g.
+    ``VLLMEngine``) for all of them, or a mapping role -> endpoint. Without one, an ``"llm"`` role
+    reads ``AGENTFLOW_<ROLE>_*`` / ``AGENTFLOW_LLM_*`` environment variables.
+    """
+    if isinstance(spec, Modules):
+        return spec
+    per_role: Mapping[str, object] = (
+        {role: spec for role in ROLES} if isinstance(spec, str) else spec
+    )
+    unknown = sorted(set(per_role) - set(ROLES))
+    if unknown:
+        raise ValueError(f"unknown module role(s) {unknown}; roles are {list(ROLES)}")
+    built = {}
+    for role in ROLES:
+        choice = per_role.get(role, "rule")
+        if choice == "rule":
+            built[role] = _RULE[role]()
+        elif choice == "llm" or _is_endpoint(choice):
+            target = choice if choice != "llm" else _role_endpoint(endpoint, role)
+            built[role] = _llm_module(role, target)
+        elif isinstance(choice, str):
+            raise ValueError(f"unknown backend {choice!r} for the {role}; available: 'rule', 'llm'")
+        else:
+            built[role] = choice
+    return Modules(**built)  # type: ignore[arg-type]
+
+
+def _is_endpoint(value: object) -> bool:
+    client = sys.modules.get("agentflow_env.llm.client")  # no endpoint exists before its import
+    return client is not None and isinstance(value, client.LLMEndpoint)
+
+
+def _role_endpoint(endpoint: object, role: str) -> object:
+    if isinstance(endpoint, Mapping):
+        endpoint = endpoint.get(role)
+    if endpoint is not None:
+        return endpoint
+    from agentflow_env.llm.client import LLMEndpoint
+
+    return LLMEndpoint.from_env(role)
+
+
+def _llm_module(role: str, target: object) -> object:
+    from agentflow_env.modules import llm
+
+    classes = {
+        "initializer": llm.LLMInitializer,
+        "executor": llm.LLMExecutor,
+        "verifier": llm.LLMVerifier,
+        "generalist": llm.LLMGeneralist,
+    }
+    return classes[role](target)  # type: ignore[arg-type]
+
+
+__all__ = [
+    "Executor",
+    "FinalAnswer",
+    "Generalist",
+    "Initializer",
+    "ModuleError",
+    "Modules",
+    "Verification",
+    "Verifier",
+    "build_modules",
+]

@@ -1,0 +1,75 @@
+"""Scripted planners: an expert that follows the task's gold plan, and a random baseline.
+
+Both expose ``act(observation, info) -> str`` and work on the env that ``gym.make`` returns.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from agentflow_env.actions import format_planner_action
+from agentflow_env.retrieval.corpus import Corpus
+
+
+def _agentflow_env(env: gym.Env) -> Any:
+    from agentflow_env.env import AgentFlowEnv
+
+    base = env.unwrapped
+    if not isinstance(base, AgentFlowEnv):
+        raise TypeError(f"expected an AgentFlowEnv (possibly wrapped), got {type(base).__name__}")
+    return base
+
+
+class ExpertPlanner:
+    """Follows the current task's gold plan (privileged: for tests, demos and demonstrations)."""
+
+    def __init__(self, env: gym.Env):
+        self.env = _agentflow_env(env)
+
+    def act(self, observation: Any = None, info: dict[str, Any] | None = None) -> str:
+        task = self.env.task
+        if not task.gold_plan:
+            raise ValueError(f"task {task.task_id} has no gold plan to follow")
+        turn = len(self.env.session.memory)
+        step = task.gold_plan[min(turn, len(task.gold_plan) - 1)]
+        return format_planner_action(
+            justification=step.justification or f"Step {turn + 1} of the plan.",
+            context=step.context,
+            sub_goal=step.sub_goal,
+            tool_name=step.tool,
+        )
+
+
+class RandomPlanner:
+    """An untrained baseline: a random tool (sometimes a made-up one) with random corpus words."""
+
+    def __init__(self, env: gym.Env, seed: int | None = None):
+        self.env = _agentflow_env(env)
+        self.rng = np.random.default_rng(seed)
+
+    def act(self, observation: Any = None, info: dict[str, Any] | None = None) -> str:
+        names = [*self.env.tools.names, "Wikipedia_Search"]
+        tool = names[int(self.rng.integers(len(names)))]
+        corpus = self.env.task.corpus
+        words = _vocabulary(corpus) if corpus is not None else ("what", "is", "the", "answer")
+        picked = self.rng.choice(len(words), size=int(self.rng.integers(1, 4)))
+        context = " ".join(words[int(i)] for i in picked)
+        if tool == "Calculator":
+            a, b = self.rng.integers(0, 3000, size=2)
+            context = f"{a} {self.rng.choice(['+', '-', '*'])} {b}"
+        if self.rng.random() < 0.1:
+            return f"I think we should use {tool} for {context}"  # no fields: malformed
+        return format_planner_action(
+            justification="A random guess.", context=context, sub_goal=context, tool_name=tool
+        )
+
+
+@functools.lru_cache(maxsize=64)
+def _vocabulary(corpus: Corpus) -> tuple[str, ...]:
+    words = {w for doc in corpus.documents for w in re.findall(r"\w+", doc.contents)}
+    return tuple(sorted(words))

@@ -1,0 +1,96 @@
+"""The planner's prompt: a system message with the tool cards and a user message from memory."""
+
+from __future__ import annotations
+
+from agentflow_env.memory import Memory
+from agentflow_env.tokens import ChatTokenizer
+from agentflow_env.tools.registry import ToolSet
+
+Message = dict[str, str]
+
+PLANNER_SYSTEM = """You are the planner of a tool-using agent. Each turn you choose ONE tool call \
+that moves the agent toward answering the query; an executor runs it, a verifier checks the \
+memory, and a final writer answers once the evidence is enough.
+
+Available tools:
+{tool_cards}
+
+Reply with exactly these four fields and nothing else:
+Justification: <why this tool, now>
+Context: <everything the tool needs, e.g. the exact search query or arithmetic expression>
+Sub-Goal: <what this step should achieve>
+Tool Name: <one of: {tool_names}>"""
+
+COMPACT_SYSTEM = """Plan one tool call per turn. Tools: {tool_names}.
+Reply as:
+Context: <query or expression>
+Sub-Goal: <goal>
+Tool Name: <tool>"""
+
+
+def planner_messages(
+    memory: Memory, tools: ToolSet, turn: int, max_turns: int, *, style: str = "full"
+) -> list[Message]:
+    """Messages for the planner's next turn (``turn`` counts from 1)."""
+    template = COMPACT_SYSTEM if style == "compact" else PLANNER_SYSTEM
+    system = template.format(tool_cards=tools.cards_text(), tool_names=", ".join(tools.names))
+    return [
+        {"role": "system", "content": system},
+        {"role": "user", "content": user_message(memory, turn, max_turns, style=style)},
+    ]
+
+
+def user_message(memory: Memory, turn: int, max_turns: int, *, style: str = "full") -> str:
+    if style == "compact":
+        history = memory.render(keep_full=2, max_old_result_chars=200)
+        return f"Query: {memory.query}\n\n{history}\n\nStep {turn}:"
+    analysis = memory.analysis.render() if memory.analysis else ""
+    open_questions = memory.open_questions()
+    parts = [f"Query: {memory.query}"]
+    if analysis:
+        parts.append(f"Query analysis:\n{analysis}")
+    parts.append(f"Memory:\n{memory.render()}")
+    if open_questions and len(memory):
+        parts.append("Open questions: " + " | ".join(open_questions))
+    parts.append(f"Step {turn} of at most {max_turns}: choose the next tool call.")
+    return "\n\n".join(parts)
+
+
+def step_feedback(memory: Memory, turn: int, max_turns: int) -> str:
+    """What the planner is told after a turn when the history grows (flat mode)."""
+    entry = memory.entries[-1]
+    lines = [f"Step {entry.turn} result ({entry.selected_tool or 'no tool'}):"]
+    if entry.errors:
+        lines.append("Errors: " + " | ".join(entry.errors))
+    if entry.tool_result:
+        lines.append(entry.tool_result)
+    lines.append(f"Verification: {entry.verification_status}")
+    if entry.open_questions:
+        lines.append("Open questions: " + " | ".join(entry.open_questions))
+    lines.append(f"Step {turn} of at most {max_turns}: choose the next tool call.")
+    return "\n".join(lines)
+
+
+_MARK = "\u2063AGENTFLOW-ACTION\u2063"
+
+
+def chat_continuation(tokenizer: ChatTokenizer, user_text: str, *, after_eos: bool) -> str:
+    """The text that follows a planner action in a growing conversation.
+
+    It closes the assistant turn, adds ``user_text`` as the next user turn and opens the next
+    assistant turn, all in the tokenizer's own chat template, so a trainer can tokenize it alone
+    and append it (as OpenRLHF's executor does). If the action already ended with the
+    end-of-turn token, that token is not repeated.
+    """
+    messages = [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": _MARK},
+        {"role": "user", "content": user_text},
+    ]
+    rendered = tokenizer.render_chat(messages, add_generation_prompt=True)
+    glue = rendered[rendered.index(_MARK) + len(_MARK) :]
+    if after_eos:
+        eos = tokenizer.decode([tokenizer.eos_token_id])
+        if eos and glue.startswith(eos):
+            glue = glue[len(eos) :]
+    return glue

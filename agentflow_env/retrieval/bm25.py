@@ -1,0 +1,160 @@
+"""In-memory BM25 retrieval over a ``Corpus``, with a shared, bounded, thread-safe index cache."""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+
+import bm25s
+
+from agentflow_env.retrieval.corpus import Corpus, Document
+
+_WORD = re.compile(r"\w+")
+
+Hit = tuple[Document, float]
+
+
+def tokenize_for_search(text: str) -> list[str]:
+    """Lowercased Unicode word tokens; no stemming or stopwords (queries are often short names)."""
+    return _WORD.findall(text.lower())
+
+
+class BM25Index:
+    """A BM25 (bm25s, Lucene scoring) index over ``doc.contents`` of every document.
+
+    Read-only after construction, so one instance can serve many threads and environments.
+    """
+
+    def __init__(self, corpus: Corpus) -> None:
+        self.corpus = corpus
+        self._vocab: dict[str, int] = {}
+        token_ids: list[list[int]] = []
+        for doc in corpus.documents:
+            ids = []
+            for token in tokenize_for_search(doc.contents):
+                token_id = self._vocab.get(token)
+                if token_id is None:
+                    token_id = self._vocab[token] = len(self._vocab)
+                ids.append(token_id)
+            token_ids.append(ids)
+        self._retriever: bm25s.BM25 | None = None
+        if self._vocab:  # bm25s cannot index a corpus without a single token
+            self._retriever = bm25s.BM25()
+            self._retriever.index((token_ids, dict(self._vocab)), show_progress=False)
+
+    def __len__(self) -> int:
+        return len(self.corpus)
+
+    def search(self, query: str, k: int) -> list[Hit]:
+        """The top ``k`` documents with a positive score, best first."""
+        return self.search_batch([query], k)[0]
+
+    def search_batch(self, queries: Sequence[str], k: int) -> list[list[Hit]]:
+        """``search`` for many queries with a single bm25s call."""
+        results: list[list[Hit]] = [[] for _ in queries]
+        k = min(k, len(self.corpus))
+        if self._retriever is None or k <= 0:
+            return results
+        # bm25s must only see ids from its own vocabulary; queries without any are answered here.
+        positions: list[int] = []
+        query_ids: list[list[int]] = []
+        for position, query in enumerate(queries):
+            ids = [self._vocab[t] for t in tokenize_for_search(query) if t in self._vocab]
+            if ids:
+                positions.append(position)
+                query_ids.append(ids)
+        if not query_ids:
+            return results
+        indices, scores = self._retriever.retrieve(query_ids, k=k, show_progress=False)
+        documents = self.corpus.documents
+        for position, row_indices, row_scores in zip(positions, indices, scores, strict=True):
+            hits = [
+                (int(index), float(score))
+                for index, score in zip(row_indices, row_scores, strict=True)
+                if score > 0
+            ]
+            hits.sort(key=lambda hit: (-hit[1], hit[0]))  # ties keep corpus order
+            results[position] = [(documents[index], score) for index, score in hits]
+        return results
+
+
+_DEFAULT_CACHE_SIZE = 256
+_cache: OrderedDict[str, BM25Index] = OrderedDict()
+_cache_size = _DEFAULT_CACHE_SIZE
+_cache_lock = threading.Lock()
+_build_locks: dict[str, threading.Lock] = {}
+
+
+def get_index(corpus: Corpus) -> BM25Index:
+    """The process-wide index for ``corpus.corpus_id``, built at most once even under races.
+
+    The cache is LRU-bounded (``set_index_cache_size``); an evicted index is rebuilt on demand.
+    """
+    key = corpus.corpus_id
+    with _cache_lock:
+        index = _lookup(key)
+        if index is not None:
+            return index
+        build_lock = _build_locks.setdefault(key, threading.Lock())
+    with build_lock:
+        with _cache_lock:
+            index = _lookup(key)
+            if index is not None:
+                return index
+        try:
+            index = BM25Index(corpus)
+            with _cache_lock:
+                _cache[key] = index
+                _evict()
+        finally:
+            with _cache_lock:
+                if _build_locks.get(key) is build_lock:
+                    del _build_locks[key]
+    return index
+
+
+def set_index_cache_size(size: int) -> None:
+    """Keep at most ``size`` indexes (least recently used are dropped first)."""
+    if size < 1:
+        raise ValueError(f"index cache size must be >= 1, got {size}")
+    global _cache_size
+    with _cache_lock:
+        _cache_size = size
+        _evict()
+
+
+def clear_index_cache() -> None:
+    """Drop every cached index (tests, or to free memory)."""
+    with _cache_lock:
+        _cache.clear()
+
+
+def cached_index_ids() -> list[str]:
+    """Corpus ids currently cached, least recently used first."""
+    with _cache_lock:
+        return list(_cache)
+
+
+def _lookup(key: str) -> BM25Index | None:
+    index = _cache.get(key)
+    if index is not None:
+        _cache.move_to_end(key)
+    return index
+
+
+def _evict() -> None:
+    while len(_cache) > _cache_size:
+        _cache.popitem(last=False)
+
+
+__all__ = [
+    "BM25Index",
+    "Hit",
+    "cached_index_ids",
+    "clear_index_cache",
+    "get_index",
+    "set_index_cache_size",
+    "tokenize_for_search",
+]

@@ -1,0 +1,39 @@
+"""The terminal reward: answer score minus optional costs."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from agentflow_env.tasks.scoring import exact_match, f1_score
+
+SCORERS = {"exact_match": exact_match, "f1": f1_score}
+
+
+@dataclass(frozen=True)
+class RewardConfig:
+    """``reward`` names the answer score; the lambdas weigh costs subtracted from it."""
+
+    reward: str = "exact_match"
+    lambda_calls: float = 0.0
+    lambda_tokens: float = 0.0
+    lambda_errors: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.reward not in (*SCORERS, "llm_judge"):
+            raise ValueError(
+                f"unknown reward {self.reward!r}; choose one of {[*sorted(SCORERS), 'llm_judge']}"
+            )
+
+
+def answer_score(answer: str | None, gold_answers: Sequence[str], reward: str) -> float:
+    return float(SCORERS[reward](answer, list(gold_answers)))
+
+
+def terminal_reward(score: float, metrics: Mapping[str, float], config: RewardConfig) -> float:
+    return (
+        score
+        - config.lambda_calls * metrics.get("tool_calls", 0)
+        - config.lambda_tokens * metrics.get("action_tokens", 0)
+        - config.lambda_errors * metrics.get("invalid_actions", 0)
+    )

@@ -1,0 +1,527 @@
+"""One episode of the workflow, async inside: initializer, then planner turns until STOP or the limit.
+
+The session owns everything but the planner. Its ``step`` takes the planner's action (text or
+token ids) and runs executor, tool, verifier and, at the end, generalist and reward. Nothing the
+planner sends can make it raise: malformed actions, unknown tools, bad arguments, crashing or
+hanging tools and failing modules all become recorded observations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from agentflow_env.actions import ActionParseError, PlannerAction, parse_planner_action
+from agentflow_env.memory import Memory, MemoryEntry, QueryAnalysis
+from agentflow_env.modules.base import FinalAnswer, Modules
+from agentflow_env.prompts import chat_continuation, planner_messages, step_feedback
+from agentflow_env.rewards import RewardConfig, answer_score, terminal_reward
+from agentflow_env.tasks.base import Task
+from agentflow_env.tokens import ChatTokenizer
+from agentflow_env.tools.base import ToolContext, ToolResult
+from agentflow_env.tools.registry import ToolSet
+from agentflow_env.tools.runner import run_tool
+from agentflow_env.trajectory import Trajectory, TurnRecord
+
+
+class AnswerJudge(Protocol):
+    """Scores a final answer in [0, 1] (e.g. an LLM judge); used when ``reward="llm_judge"``."""
+
+    async def judge(
+        self, question: str, answer: str | None, gold_answers: Sequence[str]
+    ) -> float: ...
+
+
+class EpisodeOverError(RuntimeError):
+    """``step`` was called after the episode ended."""
+
+
+@dataclass(frozen=True)
+class SessionConfig:
+    max_turns: int = 10
+    reward: RewardConfig = field(default_factory=RewardConfig)
+    tool_timeout_s: float = 10.0
+    max_tool_output_chars: int = 8000
+    prompt_style: str = "full"
+    observation_mode: str = "structured"
+    max_action_tokens: int | None = None
+    max_prompt_tokens: int | None = None
+    max_total_tokens: int | None = None
+    judge: AnswerJudge | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_turns < 1:
+            raise ValueError(f"max_turns must be >= 1, got {self.max_turns}")
+        if self.prompt_style not in ("full", "compact"):
+            raise ValueError(f"prompt_style must be 'full' or 'compact', got {self.prompt_style!r}")
+        if self.observation_mode not in ("structured", "flat"):
+            raise ValueError(
+                f"observation_mode must be 'structured' or 'flat', got {self.observation_mode!r}"
+            )
+        for name in ("max_action_tokens", "max_prompt_tokens", "max_total_tokens"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"{name} must be positive or None, got {value}")
+
+
+@dataclass
+class Observation:
+    """The planner's next prompt: chat-rendered text ending with the assistant header, and its ids."""
+
+    text: str
+    token_ids: list[int]
+
+    def as_gym(self) -> dict[str, Any]:
+        return {"text": self.text, "token_ids": np.asarray(self.token_ids, dtype=np.int64)}
+
+
+@dataclass
+class StepOutcome:
+    observation: Observation
+    reward: float
+    terminated: bool
+    truncated: bool
+    info: dict[str, Any]
+
+
+@dataclass
+class _Metrics:
+    turns: int = 0
+    tool_calls: int = 0
+    tool_errors: int = 0
+    invalid_actions: int = 0
+    action_tokens: int = 0
+    tool_latency_s: float = 0.0
+
+    def as_dict(self) -> dict[str, float]:
+        return dict(self.__dict__)
+
+
+class Session:
+    """One episode. Build it, ``await start()``, then ``await step(action)`` until it is done."""
+
+    def __init__(
+        self,
+        task: Task,
+        *,
+        tools: ToolSet,
+        modules: Modules,
+        tokenizer: ChatTokenizer,
+        config: SessionConfig | None = None,
+        seed: int | None = None,
+    ) -> None:
+        self.task = task
+        self.tools = tools
+        self.modules = modules
+        self.tokenizer = tokenizer
+        self.config = config or SessionConfig()
+        self.memory = Memory(task.question)
+        self.tool_context = ToolContext(corpus=task.corpus, seed=seed)
+        self.metrics = _Metrics()
+        self.done = False
+        self.final: FinalAnswer | None = None
+        self.end_info: dict[str, Any] = {}
+        self.observation: Observation | None = None
+        self.turn_records: list[TurnRecord] = []
+        self.module_errors: list[str] = []
+        self.initializer_error: str | None = None
+
+    @property
+    def turn(self) -> int:
+        """Number of planner turns taken so far."""
+        return len(self.memory)
+
+    async def start(self) -> tuple[Observation, dict[str, Any]]:
+        """Run the initializer and return the first planner observation."""
+        try:
+            analysis = await self.modules.initializer.analyze(self.task, self.tools)
+        except Exception as exc:  # the episode still starts, from the bare query
+            self.memory.log("module_error", 0, module="initializer", error=repr(exc))
+            self.initializer_error = f"initializer failed: {type(exc).__name__}: {exc}"
+            analysis = QueryAnalysis(
+                objective=f"Answer the question: {self.task.question}",
+                tools=tuple(self.tools.names),
+            )
+        self.memory.set_analysis(analysis)
+        self.observation = self._render_observation()
+        return self.observation, self._info()
+
+    async def step(self, action: Any, logprobs: Sequence[float] | None = None) -> StepOutcome:
+        """One planner turn. ``logprobs`` (optional) are the sampling log-probs of the action ids."""
+        if self.done:
+            raise EpisodeOverError("the episode is over: call reset() before step()")
+        if self.observation is None:
+            raise RuntimeError("call start() before step()")
+        if isinstance(action, Mapping):
+            logprobs = action.get("logprobs", logprobs)
+            action = action.get("token_ids", action.get("text"))
+        prompt = self.observation
+        turn = self.turn + 1
+        self.metrics.turns = turn
+        read = self._read_action(action)
+        if logprobs is not None and read.cut:
+            logprobs = list(logprobs)[: len(read.ids)]
+        if logprobs is not None and len(logprobs) != len(read.ids):
+            read.error = read.error or (
+                f"got {len(logprobs)} log-probs for {len(read.ids)} action tokens"
+            )
+        self.metrics.action_tokens += len(read.ids)
+        self.memory.log(
+            "action",
+            turn,
+            text=read.text,
+            token_ids=read.ids,
+            given_as_ids=read.given_as_ids,
+            cut=read.cut,
+        )
+        entry = await self._run_turn(turn, read.text, read.error)
+        self.memory.add_entry(entry)
+
+        terminated = entry.verification_status == "STOP"
+        end_reason = "verifier_stop" if terminated else None
+        if not terminated and self.module_errors:
+            end_reason = "module_error"
+        elif not terminated and turn >= self.config.max_turns:
+            end_reason = "max_turns"
+        if end_reason is None:
+            self.observation, feedback = self._next_observation(prompt, read)
+            end_reason = self._budget_exceeded(self.observation)
+        reward = 0.0
+        if end_reason is not None:
+            reward = await self._finish(end_reason)
+            self.observation, feedback = self._next_observation(prompt, read)
+        self.turn_records.append(
+            TurnRecord(
+                turn=turn,
+                prompt_ids=tuple(prompt.token_ids),
+                action_ids=tuple(read.ids),
+                action_text=read.text,
+                action_given_as_ids=read.given_as_ids,
+                logprobs=None if logprobs is None else tuple(float(x) for x in logprobs),
+                feedback_ids=tuple(feedback.token_ids),
+                feedback_text=feedback.text,
+                action_cut=read.cut,
+            )
+        )
+        info = self._info()
+        info["action_cut"] = read.cut
+        if self.config.observation_mode == "flat":
+            info["feedback_text"] = feedback.text
+            info["feedback_token_ids"] = list(feedback.token_ids)
+        truncated = end_reason is not None and end_reason != "verifier_stop"
+        return StepOutcome(self.observation, reward, terminated, truncated, info)
+
+    def trajectory(self) -> Trajectory:
+        """The episode so far as exact turn records plus its outcome."""
+        return Trajectory(
+            task_id=self.task.task_id,
+            observation_mode=self.config.observation_mode,
+            turns=list(self.turn_records),
+            reward=float(self.end_info.get("reward", 0.0)),
+            success=bool(self.end_info.get("success", False)),
+            metrics=self.metrics.as_dict(),
+        )
+
+    # -- one turn ----------------------------------------------------------------------------
+    async def _run_turn(self, turn: int, action_text: str, decode_error: str | None) -> MemoryEntry:
+        if decode_error is not None:
+            return self._invalid_entry(turn, None, decode_error)
+        try:
+            action = parse_planner_action(action_text)
+        except ActionParseError as exc:
+            return self._invalid_entry(turn, None, f"malformed action: {exc}")
+        tool = self.tools.get(action.tool_name)
+        if tool is None:
+            known = ", ".join(self.tools.names)
+            return self._invalid_entry(
+                turn, action, f"unknown tool {action.tool_name!r}; available tools: {known}"
+            )
+
+        try:
+            arguments = await self.modules.executor.command(action, tool, self.task, self.memory)
+        except Exception as exc:
+            self._module_failed(turn, "executor", exc)
+            return self._invalid_entry(turn, action, f"executor failed: {exc}", status="ERROR")
+        result = await run_tool(
+            tool,
+            arguments,
+            self.tool_context,
+            timeout_s=min(tool.timeout_s, self.config.tool_timeout_s),
+            max_output_chars=self.config.max_tool_output_chars,
+        )
+        self.memory.log(
+            "tool_call",
+            turn,
+            tool=tool.name,
+            arguments=dict(arguments),
+            ok=result.ok,
+            error=result.error,
+            metadata=_plain(result.metadata),
+        )
+        self._count_call(result)
+        errors = (result.error,) if result.error else ()
+        # The verifier reads the memory including this turn's result.
+        provisional = self._entry(turn, action, tool.name, arguments, result, "PENDING", (), errors)
+        status, open_questions, verify_errors = await self._verify(turn, provisional)
+        return self._entry(
+            turn,
+            action,
+            tool.name,
+            arguments,
+            result,
+            status,
+            open_questions,
+            errors + verify_errors,
+        )
+
+    async def _verify(
+        self, turn: int, provisional: MemoryEntry
+    ) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
+        try:
+            verdict = await self.modules.verifier.verify(
+                self.task, self.memory.preview(provisional)
+            )
+        except Exception as exc:
+            self._module_failed(turn, "verifier", exc)
+            return "ERROR", self.memory.open_questions(), (f"verifier failed: {exc}",)
+        self.memory.log(
+            "verification", turn, stop=verdict.stop, rationale=verdict.rationale, raw=verdict.raw
+        )
+        return ("STOP" if verdict.stop else "CONTINUE"), tuple(verdict.open_questions), ()
+
+    def _entry(
+        self,
+        turn: int,
+        action: PlannerAction,
+        tool: str,
+        arguments: Mapping[str, Any],
+        result: ToolResult,
+        status: str,
+        open_questions: tuple[str, ...],
+        errors: tuple[str, ...],
+    ) -> MemoryEntry:
+        return MemoryEntry(
+            turn=turn,
+            justification=action.justification,
+            context=action.context,
+            sub_goal=action.sub_goal,
+            selected_tool=tool,
+            tool_arguments=dict(arguments),
+            tool_result=result.output,
+            tool_ok=result.ok,
+            verification_status=status,
+            open_questions=open_questions,
+            errors=errors,
+        )
+
+    def _module_failed(self, turn: int, module: str, exc: Exception) -> None:
+        """A frozen module failed after its own retries: record it; the episode ends this turn."""
+        message = f"{module} failed: {type(exc).__name__}: {exc}"
+        self.memory.log("module_error", turn, module=module, error=message)
+        self.module_errors.append(message)
+
+    def _invalid_entry(
+        self, turn: int, action: PlannerAction | None, error: str, status: str = "INVALID"
+    ) -> MemoryEntry:
+        if status == "INVALID":
+            self.metrics.invalid_actions += 1
+        self.memory.log(
+            "invalid_action" if status == "INVALID" else "turn_error", turn, error=error
+        )
+        return MemoryEntry(
+            turn=turn,
+            justification=action.justification if action else "",
+            context=action.context if action else "",
+            sub_goal=action.sub_goal if action else "",
+            selected_tool=None,
+            tool_arguments={},
+            tool_result="",
+            tool_ok=False,
+            verification_status=status,
+            open_questions=self.memory.open_questions(),
+            errors=(error,),
+        )
+
+    def _count_call(self, result: ToolResult) -> None:
+        self.metrics.tool_calls += 1
+        if not result.ok:
+            self.metrics.tool_errors += 1
+            if result.metadata.get("kind") == "arguments":
+                self.metrics.invalid_actions += 1
+        self.metrics.tool_latency_s += float(result.metadata.get("latency_s", 0.0))
+
+    # -- the end -----------------------------------------------------------------------------
+    async def _finish(self, end_reason: str) -> float:
+        self.done = True
+        try:
+            final = await self.modules.generalist.answer(self.task, self.memory)
+        except Exception as exc:
+            self._module_failed(self.turn, "generalist", exc)
+            final = FinalAnswer(None, f"The final answer could not be written: {exc}")
+        self.final = final
+        score = await self._score(final.answer)
+        metrics = self.metrics.as_dict()
+        reward = terminal_reward(score, metrics, self.config.reward)
+        success = answer_score(final.answer, self.task.gold_answers, "exact_match") == 1.0
+        self.memory.log(
+            "final", self.turn, answer=final.answer, text=final.text, score=score, reward=reward
+        )
+        self.end_info = {
+            "answer": final.answer,
+            "final_text": final.text,
+            "gold_answers": list(self.task.gold_answers),
+            "success": success,
+            "score": score,
+            "end_reason": end_reason,
+            "reward": reward,
+            "module_errors": list(self.module_errors),
+            "metrics": metrics,
+        }
+        return reward
+
+    async def _score(self, answer: str | None) -> float:
+        reward = self.config.reward.reward
+        if reward != "llm_judge":
+            return answer_score(answer, self.task.gold_answers, reward)
+        if self.config.judge is None:
+            raise RuntimeError("reward='llm_judge' needs a judge in the session config")
+        try:
+            verdict = await self.config.judge.judge(
+                self.task.question, answer, self.task.gold_answers
+            )
+        except Exception as exc:
+            self._module_failed(self.turn, "judge", exc)
+            return 0.0
+        self.memory.log("judge", self.turn, score=verdict)
+        return float(verdict)
+
+    # -- observations ------------------------------------------------------------------------
+    def messages(self) -> list[dict[str, str]]:
+        return planner_messages(
+            self.memory,
+            self.tools,
+            self.turn + 1,
+            self.config.max_turns,
+            style=self.config.prompt_style,
+        )
+
+    def _render_observation(self) -> Observation:
+        text = self.tokenizer.render_chat(self.messages(), add_generation_prompt=True)
+        return Observation(text, self.tokenizer.encode(text))
+
+    def _next_observation(
+        self, prompt: Observation, read: _Action
+    ) -> tuple[Observation, Observation]:
+        """The next prompt, and the feedback appended to get it (empty when structured)."""
+        if self.config.observation_mode == "structured":
+            return self._render_observation(), Observation("", [])
+        if self.done:
+            user_text = "The episode is over. " + (self.final.text if self.final else "")
+        else:
+            user_text = step_feedback(self.memory, self.turn + 1, self.config.max_turns)
+        ended = bool(read.ids) and read.ids[-1] == self.tokenizer.eos_token_id
+        text = chat_continuation(self.tokenizer, user_text, after_eos=ended)
+        feedback = Observation(text, self.tokenizer.encode(text))
+        action_text = self.tokenizer.decode(read.ids)
+        return (
+            Observation(
+                prompt.text + action_text + text, prompt.token_ids + read.ids + feedback.token_ids
+            ),
+            feedback,
+        )
+
+    def _budget_exceeded(self, observation: Observation) -> str | None:
+        length = len(observation.token_ids)
+        if self.config.max_prompt_tokens is not None and length > self.config.max_prompt_tokens:
+            return "prompt_budget"
+        if (
+            self.config.observation_mode == "flat"
+            and self.config.max_total_tokens is not None
+            and length > self.config.max_total_tokens
+        ):
+            return "total_budget"
+        return None
+
+    def _info(self) -> dict[str, Any]:
+        info: dict[str, Any] = {
+            "task_id": self.task.task_id,
+            "question": self.task.question,
+            "turn": self.turn,
+            "memory": self.memory.as_dicts(),
+        }
+        if self.memory.entries:
+            last = self.memory.entries[-1]
+            info.update(
+                tool=last.selected_tool,
+                tool_ok=last.tool_ok,
+                verification=last.verification_status,
+                errors=list(last.errors),
+            )
+        info.update(self.end_info)
+        return info
+
+    def _read_action(self, action: Any) -> _Action:
+        """The action's ids (verbatim if given as ids), the text to parse, and any error."""
+        if isinstance(action, bytes):
+            action = action.decode("utf-8", errors="replace")
+        if isinstance(action, str):
+            return self._capped(_Action(action, self.tokenizer.encode(action), False))
+        if isinstance(action, np.ndarray) or (
+            isinstance(action, Sequence) and not isinstance(action, str)
+        ):
+            try:
+                ids = [int(i) for i in np.asarray(action).reshape(-1).tolist()]
+            except (TypeError, ValueError):
+                return _Action(
+                    "", [], False, f"action ids must be integers, got {type(action).__name__}"
+                )
+            bad = [i for i in ids if not 0 <= i < self.tokenizer.vocab_size]
+            if bad:
+                error = f"action ids out of vocabulary range [0, {self.tokenizer.vocab_size}): {bad[:5]}"
+                return _Action("", [], True, error)
+            return self._capped(_Action(self._strip_eos(self.tokenizer.decode(ids)), ids, True))
+        return _Action(
+            "",
+            [],
+            False,
+            f"action must be a str or a sequence of token ids, got {type(action).__name__}",
+        )
+
+    def _capped(self, read: _Action) -> _Action:
+        cap = self.config.max_action_tokens
+        if cap is None or len(read.ids) <= cap:
+            return read
+        ids = read.ids[:cap]
+        return _Action(
+            self._strip_eos(self.tokenizer.decode(ids)),
+            ids,
+            read.given_as_ids,
+            read.error,
+            cut=True,
+        )
+
+    def _strip_eos(self, text: str) -> str:
+        eos = self.tokenizer.decode([self.tokenizer.eos_token_id])
+        while eos and text.endswith(eos):
+            text = text[: -len(eos)]
+        return text
+
+
+@dataclass
+class _Action:
+    text: str
+    ids: list[int]
+    given_as_ids: bool
+    error: str | None = None
+    cut: bool = False
+
+
+def _plain(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        k: v
+        for k, v in metadata.items()
+        if isinstance(v, str | int | float | bool | list | type(None))
+    }

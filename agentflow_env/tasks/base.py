@@ -1,0 +1,76 @@
+"""What a task is: a question, its gold answers, and what the offline modules need to judge it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from agentflow_env.retrieval.corpus import Corpus
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One tool call as the modules see it in memory."""
+
+    tool: str
+    arguments: Mapping[str, Any]
+    output: str
+    ok: bool
+
+
+class AnswerSolver(Protocol):
+    """Answers a task from the evidence gathered so far, or returns ``None`` if it cannot yet.
+
+    The rule verifier says STOP exactly when ``solve`` returns an answer, and the rule
+    generalist answers with it. A solver must read facts out of the evidence text only, never
+    from privileged tables, so that an episode succeeds only if the planner gathered evidence.
+    """
+
+    def solve(self, evidence: Sequence[Evidence]) -> str | None: ...
+
+
+@dataclass(frozen=True)
+class PlanStep:
+    """One step of a task's gold plan: what an expert planner would ask for."""
+
+    tool: str
+    sub_goal: str
+    context: str
+    justification: str = ""
+
+
+@dataclass(frozen=True)
+class Task:
+    """A question with gold answers, the corpus to search, and privileged data for experts.
+
+    ``sub_questions`` and ``constraints`` are the query analysis a rule initializer reports;
+    they must not leak intermediate answers. ``gold_plan`` is privileged (expert planner only).
+    """
+
+    task_id: str
+    question: str
+    gold_answers: tuple[str, ...]
+    corpus: Corpus | None = None
+    kind: str = "qa"
+    hops: int = 1
+    split: str = "test"
+    sub_questions: tuple[str, ...] = ()
+    constraints: tuple[str, ...] = ()
+    gold_plan: tuple[PlanStep, ...] = ()
+    solver: AnswerSolver | None = field(default=None, compare=False, repr=False)
+    metadata: Mapping[str, Any] = field(default_factory=dict, compare=False)
+
+
+class TaskSource(Protocol):
+    """Where an environment gets its tasks from."""
+
+    def sample(self, rng: np.random.Generator) -> Task:
+        """Draw one task. All randomness must come from ``rng`` (for seeded resets)."""
+        ...
+
+    def __len__(self) -> int:
+        """Number of distinct tasks (may be very large for generated sources)."""
+        ...

@@ -1,0 +1,336 @@
+"""Real QA data and corpora from files: the formats users bring (see DESIGN.md, "Data formats").
+
+- FlashRAG / Search-R1 QA JSONL: one ``{"id", "question", "golden_answers": [...]}`` per line.
+- AgentFlow test JSON: a list of ``{"pid", "query" or "question", "answer": str | list}``.
+- Parquet with the JSONL fields (needs ``pyarrow``, imported only for Parquet files).
+- Corpus JSONL (wiki-18 style): ``{"id", "contents": "title\\ntext"}`` or ``{"id", "title", "text"}``.
+
+Files may be gzipped (``.gz``). Errors name the file and the 1-based line (JSONL) or the 0-based
+record index (JSON lists, Parquet).
+"""
+
+from __future__ import annotations
+
+import functools
+import gzip
+import json
+import os
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import IO, Any
+
+from agentflow_env.retrieval.corpus import Corpus, Document
+from agentflow_env.tasks.base import Task
+from agentflow_env.tasks.sources import ListTaskSource
+
+PathLike = str | os.PathLike[str]
+FORMATS = ("jsonl", "json", "parquet")
+
+_QUESTION_KEYS = ("question", "query")
+_ANSWER_KEYS = ("golden_answers", "answer", "answers")
+_ID_KEYS = ("id", "pid", "qid", "_id")
+_SPLIT_WORDS = {"train": "train", "dev": "dev", "val": "dev", "valid": "dev", "test": "test"}
+
+
+class DatasetError(ValueError):
+    """A data file cannot be read; the message names the file and the line or record."""
+
+
+def load_tasks(
+    path: PathLike,
+    *,
+    corpus: Corpus | None = None,
+    split: str | None = None,
+    limit: int | None = None,
+    format: str | None = None,
+) -> list[Task]:
+    """Read QA tasks from ``path`` (format from the extension, else sniffed from the content).
+
+    Each task gets every gold alias as a string, ``kind="qa"``, ``hops`` from a ``hops`` field
+    (default 1) and ``corpus``. Its split is ``split`` if given, else the record's ``split`` field,
+    else a split word in the file name (train/dev/val/test), else ``"test"``. ``limit`` keeps the
+    first tasks only.
+    """
+    if limit is not None and limit < 1:
+        raise ValueError(f"limit must be >= 1, got {limit}")
+    file = Path(path)
+    default_split = split or _split_from_name(file)
+    tasks: list[Task] = []
+    for index, (where, record) in enumerate(_records(file, format or _detect_format(file))):
+        tasks.append(_to_task(record, file, where, index, corpus, split, default_split))
+        if limit is not None and len(tasks) >= limit:
+            break
+    if not tasks:
+        raise DatasetError(f"{file}: no records")
+    return tasks
+
+
+class DatasetTaskSource(ListTaskSource):
+    """Tasks from a data file, sampled uniformly.
+
+    ``corpus`` is a ``Corpus`` or the path of a corpus JSONL (loaded once per process and shared
+    by every source that names the same unchanged file).
+    """
+
+    def __init__(
+        self,
+        path: PathLike,
+        corpus: Corpus | PathLike | None = None,
+        split: str | None = None,
+        limit: int | None = None,
+        format: str | None = None,
+    ) -> None:
+        self.path = Path(path)
+        self.corpus = resolve_corpus(corpus)
+        super().__init__(
+            load_tasks(path, corpus=self.corpus, split=split, limit=limit, format=format)
+        )
+
+
+def load_corpus_jsonl(path: PathLike, corpus_id: str = "") -> Corpus:
+    """Read a wiki-18 style corpus. A record without an id gets its 0-based index as id.
+
+    ``contents`` is split at its first newline into title and text, so ``Document.contents``
+    gives back the original string (when it has a newline).
+    """
+    file = Path(path)
+    documents: list[Document] = []
+    for index, (where, record) in enumerate(_jsonl_records(file)):
+        documents.append(_to_document(record, file, where, index))
+    return Corpus.from_documents(documents, corpus_id)
+
+
+def resolve_corpus(corpus: Corpus | PathLike | None) -> Corpus | None:
+    """A ``Corpus`` as is; a path loaded with ``load_corpus_jsonl`` (cached per unchanged file)."""
+    if corpus is None or isinstance(corpus, Corpus):
+        return corpus
+    file = Path(corpus).resolve()
+    try:
+        stat = file.stat()
+    except OSError as error:
+        raise DatasetError(f"{file}: cannot read corpus ({error.strerror})") from error
+    return _cached_corpus(str(file), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=4)
+def _cached_corpus(path: str, mtime_ns: int, size: int) -> Corpus:
+    return load_corpus_jsonl(path)
+
+
+# -- reading records ----------------------------------------------------------------------------
+Record = tuple[str, Mapping[str, Any]]
+
+
+def _open_text(file: Path) -> IO[str]:
+    try:
+        if file.suffix == ".gz":
+            return gzip.open(file, "rt", encoding="utf-8")
+        return open(file, encoding="utf-8")  # noqa: SIM115 - the caller closes it
+    except OSError as error:
+        raise DatasetError(f"{file}: cannot open ({error.strerror})") from error
+
+
+def _detect_format(file: Path) -> str:
+    suffixes = [s.lower() for s in file.suffixes if s.lower() != ".gz"]
+    suffix = suffixes[-1] if suffixes else ""
+    if suffix in (".parquet", ".pq"):
+        return "parquet"
+    if suffix in (".jsonl", ".ndjson"):
+        return "jsonl"
+    if file.suffix != ".gz":
+        try:
+            with open(file, "rb") as raw:
+                if raw.read(4) == b"PAR1":
+                    return "parquet"
+        except OSError as error:
+            raise DatasetError(f"{file}: cannot open ({error.strerror})") from error
+    with _open_text(file) as text:
+        try:
+            first = next((line for line in text if line.strip()), "").strip()
+        except (UnicodeDecodeError, OSError) as error:
+            raise DatasetError(f"{file}: not a UTF-8 text or Parquet file ({error})") from error
+    return "jsonl" if _is_jsonl_record(first) else "json"
+
+
+def _is_jsonl_record(line: str) -> bool:
+    """Whether a file's first line is one whole record (JSONL), not the start of a JSON document."""
+    if not line.startswith("{"):
+        return not line.startswith("[")
+    try:
+        value = json.loads(line)
+    except json.JSONDecodeError:
+        return False  # a multi-line JSON object
+    is_mapping_of_records = bool(value) and all(isinstance(v, Mapping) for v in value.values())
+    return not is_mapping_of_records
+
+
+def _records(file: Path, fmt: str) -> Iterator[Record]:
+    if fmt == "jsonl":
+        return _jsonl_records(file)
+    if fmt == "json":
+        return _json_records(file)
+    if fmt == "parquet":
+        return _parquet_records(file)
+    raise ValueError(f"format must be one of {FORMATS}, got {fmt!r}")
+
+
+def _jsonl_records(file: Path) -> Iterator[Record]:
+    with _open_text(file) as lines:
+        number = 0
+        try:
+            for number, line in enumerate(lines, start=1):
+                if not line.strip():
+                    continue
+                where = f"line {number}"
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError as error:
+                    raise DatasetError(f"{file}, {where}: invalid JSON ({error.msg})") from None
+                yield where, _as_object(record, file, where)
+        except UnicodeDecodeError as error:
+            raise DatasetError(f"{file}, line {number + 1}: not UTF-8 text ({error})") from None
+
+
+def _json_records(file: Path) -> Iterator[Record]:
+    with _open_text(file) as text:
+        try:
+            data = json.load(text)
+        except json.JSONDecodeError as error:
+            raise DatasetError(f"{file}, line {error.lineno}: invalid JSON ({error.msg})") from None
+        except UnicodeDecodeError as error:
+            raise DatasetError(f"{file}: not UTF-8 text ({error})") from None
+    if isinstance(data, Mapping) and all(isinstance(v, Mapping) for v in data.values()):
+        # {pid: record}: the key is the id when the record has none.
+        data = [{"pid": key, **value} for key, value in data.items()]
+    if not isinstance(data, list):
+        raise DatasetError(f"{file}: expected a JSON list of objects, got {type(data).__name__}")
+    for index, record in enumerate(data):
+        where = f"record {index} (0-based)"
+        yield where, _as_object(record, file, where)
+
+
+def _parquet_records(file: Path) -> Iterator[Record]:
+    try:
+        import pyarrow.parquet as pq
+    except ImportError as error:  # pragma: no cover - depends on the installation
+        raise DatasetError(
+            f"{file}: reading Parquet needs pyarrow (pip install pyarrow)"
+        ) from error
+    try:
+        parquet = pq.ParquetFile(file)
+    except Exception as error:
+        raise DatasetError(f"{file}: not a readable Parquet file ({error})") from error
+    index = 0
+    for batch in parquet.iter_batches(batch_size=4096):
+        for record in batch.to_pylist():
+            yield f"record {index} (0-based)", record
+            index += 1
+
+
+def _as_object(record: Any, file: Path, where: str) -> Mapping[str, Any]:
+    if not isinstance(record, Mapping):
+        raise DatasetError(f"{file}, {where}: expected a JSON object, got {type(record).__name__}")
+    return record
+
+
+# -- records to tasks and documents --------------------------------------------------------------
+def _to_task(
+    record: Mapping[str, Any],
+    file: Path,
+    where: str,
+    index: int,
+    corpus: Corpus | None,
+    split: str | None,
+    default_split: str,
+) -> Task:
+    def fail(message: str) -> DatasetError:
+        return DatasetError(f"{file}, {where}: {message}")
+
+    question_key = next((k for k in _QUESTION_KEYS if record.get(k) is not None), None)
+    question = record[question_key] if question_key else None
+    if not isinstance(question, str) or not question.strip():
+        raise fail(f"missing or empty question (one of {list(_QUESTION_KEYS)})")
+    answers_key, answers = _find_answers(record)
+    if answers_key is None:
+        raise fail(f"missing gold answers (one of {list(_ANSWER_KEYS)})")
+    gold = _answer_aliases(answers)
+    if gold is None:
+        raise fail(f"'{answers_key}' must be a string or a list of strings, got {answers!r:.80}")
+    if not gold:
+        raise fail(f"'{answers_key}' holds no non-empty answer")
+    hops = record.get("hops", 1)
+    if isinstance(hops, bool) or not isinstance(hops, int) or hops < 1:
+        raise fail(f"'hops' must be a positive integer, got {hops!r}")
+    record_split = record.get("split")
+    task_split = split or (record_split if isinstance(record_split, str) else None) or default_split
+    id_key = next((k for k in _ID_KEYS if record.get(k) is not None), None)
+    task_id = str(record[id_key]) if id_key else f"{file.name.split('.')[0]}-{index}"
+    used = {question_key, answers_key, id_key, "hops", "split"}
+    extra = {k: v for k, v in record.items() if k not in used}
+    return Task(
+        task_id=task_id,
+        question=question.strip(),
+        gold_answers=gold,
+        corpus=corpus,
+        kind="qa",
+        hops=hops,
+        split=task_split,
+        metadata={"source": file.name, "location": where, **extra},
+    )
+
+
+def _find_answers(record: Mapping[str, Any]) -> tuple[str | None, Any]:
+    for key in _ANSWER_KEYS:
+        if record.get(key) is not None:
+            return key, record[key]
+    # Search-R1's processed Parquet: reward_model.ground_truth.target
+    reward_model = record.get("reward_model")
+    if isinstance(reward_model, Mapping):
+        truth = reward_model.get("ground_truth")
+        if isinstance(truth, Mapping) and truth.get("target") is not None:
+            return "reward_model.ground_truth.target", truth["target"]
+    return None, None
+
+
+def _answer_aliases(value: Any) -> tuple[str, ...] | None:
+    """Every alias as a stripped string; ``None`` if ``value`` has the wrong type."""
+    items = list(value) if isinstance(value, list | tuple) else [value]
+    aliases: list[str] = []
+    for item in items:
+        if isinstance(item, bool) or not isinstance(item, str | int | float):
+            return None
+        text = str(item).strip()
+        if text and text not in aliases:
+            aliases.append(text)
+    return tuple(aliases)
+
+
+def _split_from_name(file: Path) -> str:
+    words = file.name.lower().replace("-", "_").replace(".", "_").split("_")
+    return next((_SPLIT_WORDS[w] for w in words if w in _SPLIT_WORDS), "test")
+
+
+def _to_document(record: Mapping[str, Any], file: Path, where: str, index: int) -> Document:
+    doc_id = next((record[k] for k in ("id", "doc_id", "_id") if record.get(k) is not None), index)
+    if isinstance(doc_id, bool) or not isinstance(doc_id, str | int):
+        raise DatasetError(f"{file}, {where}: 'id' must be a string or an integer, got {doc_id!r}")
+    contents = record.get("contents")
+    if contents is not None:
+        if not isinstance(contents, str):
+            raise DatasetError(f"{file}, {where}: 'contents' must be a string")
+        head, _, body = contents.partition("\n")
+        return Document(str(doc_id), head, body)
+    title, text = record.get("title") or "", record.get("text")
+    if not isinstance(text, str) or not isinstance(title, str):
+        raise DatasetError(f"{file}, {where}: expected 'contents' or 'title' and 'text' strings")
+    return Document(str(doc_id), title, text)
+
+
+__all__ = [
+    "FORMATS",
+    "DatasetError",
+    "DatasetTaskSource",
+    "load_corpus_jsonl",
+    "load_tasks",
+    "resolve_corpus",
+]

@@ -1,0 +1,127 @@
+"""The tool interface: a card the planner reads, argument validation, and an async ``run``."""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentflow_env.retrieval.corpus import Corpus
+
+
+class ToolArgumentError(ValueError):
+    """The arguments do not match the tool's input schema. Recorded as an observation."""
+
+
+@dataclass(frozen=True)
+class ToolCard:
+    """AgentFlow's tool-card fields, rendered into the planner prompt.
+
+    ``input_schema`` maps argument name -> {"type": "string"|"integer"|"number"|"boolean",
+    "description": str, "required": bool}. ``primary_argument`` is the argument a rule executor
+    fills from the planner's Context (falling back to its Sub-Goal).
+    """
+
+    name: str
+    description: str
+    input_schema: Mapping[str, Mapping[str, Any]]
+    output_type: str
+    primary_argument: str
+    demo_commands: tuple[Mapping[str, str], ...] = ()
+    limitations: tuple[str, ...] = ()
+
+    def render(self) -> str:
+        """The card as prompt text."""
+        args = ", ".join(
+            f"{name} ({spec.get('type', 'string')}): {spec.get('description', '')}"
+            for name, spec in self.input_schema.items()
+        )
+        lines = [
+            f"- {self.name}: {self.description}",
+            f"  Input: {args}",
+            f"  Output: {self.output_type}",
+        ]
+        for demo in self.demo_commands:
+            lines.append(f"  Example: {demo.get('command', '')}  # {demo.get('description', '')}")
+        for limit in self.limitations:
+            lines.append(f"  Limitation: {limit}")
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """What a tool may know about the episode it serves (never the gold answers)."""
+
+    corpus: Corpus | None = None
+    seed: int | None = None
+
+
+@dataclass
+class ToolResult:
+    """The outcome of one call. A failed call has ``ok=False`` and a readable ``error``."""
+
+    ok: bool
+    output: str
+    error: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def failure(cls, error: str, **metadata: Any) -> ToolResult:
+        return cls(ok=False, output="", error=error, metadata=dict(metadata))
+
+
+_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,),
+    "integer": (int,),
+    "number": (int, float),
+    "boolean": (bool,),
+}
+
+
+class Tool(abc.ABC):
+    """Base class of every tool. Subclasses set ``card`` and implement ``run``.
+
+    ``run`` is async so that remote tools (retriever servers, sandboxes) do not block the event
+    loop; the session enforces ``timeout_s`` and turns any exception into a failed result.
+    """
+
+    card: ToolCard
+    timeout_s: float = 10.0
+
+    @property
+    def name(self) -> str:
+        return self.card.name
+
+    def validate(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        """Check ``arguments`` against the card's schema; return a clean copy or raise."""
+        if not isinstance(arguments, Mapping):
+            raise ToolArgumentError(
+                f"{self.name}: arguments must be an object, got {type(arguments).__name__}"
+            )
+        schema = self.card.input_schema
+        unknown = sorted(set(arguments) - set(schema))
+        if unknown:
+            raise ToolArgumentError(
+                f"{self.name}: unknown argument(s) {unknown}; expected {sorted(schema)}"
+            )
+        clean: dict[str, Any] = {}
+        for name, spec in schema.items():
+            if name not in arguments:
+                if spec.get("required", True):
+                    raise ToolArgumentError(f"{self.name}: missing required argument '{name}'")
+                continue
+            value = arguments[name]
+            expected = _TYPES.get(str(spec.get("type", "string")), (object,))
+            if isinstance(value, bool) and bool not in expected or not isinstance(value, expected):
+                raise ToolArgumentError(
+                    f"{self.name}: argument '{name}' must be {spec.get('type', 'string')}, got {type(value).__name__}"
+                )
+            if isinstance(value, str) and spec.get("required", True) and not value.strip():
+                raise ToolArgumentError(f"{self.name}: argument '{name}' is empty")
+            clean[name] = value
+        return clean
+
+    @abc.abstractmethod
+    async def run(self, arguments: Mapping[str, Any], context: ToolContext) -> ToolResult:
+        """Execute with validated ``arguments``. May raise; the session records the error."""

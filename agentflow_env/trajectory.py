@@ -1,0 +1,179 @@
+"""Exact turn records, trainer-agnostic samples and Flow-GRPO advantages.
+
+Every planner turn keeps the exact prompt ids its action was sampled from, the action ids as the
+policy produced them (or as the env encoded a text action, once), optional sampling log-probs and,
+in flat mode, the feedback ids that followed. Trainers consume one of two sample shapes:
+
+- ``per_turn``: one sample per planner turn (prompt ids, completion ids, a loss mask of ones).
+- ``flat``: one sample per trajectory: prompt, action 1, feedback 1, action 2, ... as a single
+  sequence whose loss mask is 1 exactly on planner tokens (flat observation mode only).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class TurnRecord:
+    """One planner turn, token-exact."""
+
+    turn: int
+    prompt_ids: tuple[int, ...]
+    action_ids: tuple[int, ...]
+    action_text: str
+    action_given_as_ids: bool
+    logprobs: tuple[float, ...] | None = None
+    feedback_ids: tuple[int, ...] = ()
+    feedback_text: str = ""
+    action_cut: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "turn": self.turn,
+            "prompt_ids": list(self.prompt_ids),
+            "action_ids": list(self.action_ids),
+            "action_text": self.action_text,
+            "action_given_as_ids": self.action_given_as_ids,
+            "logprobs": None if self.logprobs is None else list(self.logprobs),
+            "feedback_ids": list(self.feedback_ids),
+            "feedback_text": self.feedback_text,
+            "action_cut": self.action_cut,
+        }
+
+
+@dataclass(frozen=True)
+class TurnSample:
+    """A ``per_turn`` sample: the prompt exactly as seen at sampling time and the completion."""
+
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    loss_mask: list[int]
+    turn: int
+    logprobs: list[float] | None = None
+
+
+@dataclass(frozen=True)
+class FlatSample:
+    """A ``flat`` sample: one sequence; ``loss_mask[i] == 1`` iff token i was produced by the planner.
+
+    ``prompt_length`` tokens of ``input_ids`` form the first prompt; the rest is the completion
+    (planner actions interleaved with environment feedback).
+    """
+
+    input_ids: list[int]
+    loss_mask: list[int]
+    prompt_length: int
+    logprobs: list[float] | None = None
+
+    @property
+    def completion_ids(self) -> list[int]:
+        return self.input_ids[self.prompt_length :]
+
+    @property
+    def completion_mask(self) -> list[int]:
+        return self.loss_mask[self.prompt_length :]
+
+
+@dataclass
+class Trajectory:
+    """A finished (or running) episode's turns and outcome."""
+
+    task_id: str
+    observation_mode: str
+    turns: list[TurnRecord] = field(default_factory=list)
+    reward: float = 0.0
+    success: bool = False
+    metrics: dict[str, float] = field(default_factory=dict)
+
+    def per_turn_samples(self) -> list[TurnSample]:
+        return [
+            TurnSample(
+                prompt_ids=list(t.prompt_ids),
+                completion_ids=list(t.action_ids),
+                loss_mask=[1] * len(t.action_ids),
+                turn=t.turn,
+                logprobs=None if t.logprobs is None else list(t.logprobs),
+            )
+            for t in self.turns
+        ]
+
+    def flat_sample(self) -> FlatSample:
+        """The whole trajectory as one sequence (the final turn's feedback is left out)."""
+        if self.observation_mode != "flat":
+            raise ValueError("flat samples need observation_mode='flat' (prompts that only grow)")
+        if not self.turns:
+            raise ValueError("a trajectory with no turns has no sample")
+        ids = list(self.turns[0].prompt_ids)
+        mask = [0] * len(ids)
+        have_logprobs = all(t.logprobs is not None for t in self.turns)
+        logprobs: list[float] = [0.0] * len(ids)
+        for index, turn in enumerate(self.turns):
+            if list(turn.prompt_ids) != ids:
+                raise ValueError(f"turn {turn.turn}: prompt ids are not the running sequence")
+            ids += turn.action_ids
+            mask += [1] * len(turn.action_ids)
+            logprobs += list(turn.logprobs or [0.0] * len(turn.action_ids))
+            if index + 1 < len(self.turns):
+                ids += turn.feedback_ids
+                mask += [0] * len(turn.feedback_ids)
+                logprobs += [0.0] * len(turn.feedback_ids)
+        return FlatSample(
+            ids, mask, len(self.turns[0].prompt_ids), logprobs if have_logprobs else None
+        )
+
+    def samples(
+        self, shape: Literal["per_turn", "flat"] = "per_turn"
+    ) -> list[TurnSample] | FlatSample:
+        if shape == "per_turn":
+            return self.per_turn_samples()
+        if shape == "flat":
+            return self.flat_sample()
+        raise ValueError(f"shape must be 'per_turn' or 'flat', got {shape!r}")
+
+
+def flow_grpo_advantages(
+    rewards: Sequence[float],
+    turns: Sequence[int] | None = None,
+    *,
+    normalize: Literal["trajectory", "turn"] = "trajectory",
+    eps: float = 1e-9,
+    ddof: int = 1,
+) -> list[float]:
+    """Group-normalised advantages of the trajectories of one task, one value per trajectory.
+
+    ``A_i = (R_i - mean) / (std + eps)``; the caller broadcasts ``A_i`` to every planner turn (and
+    token) of trajectory i.
+
+    - ``normalize="trajectory"`` (the Flow-GRPO paper, and OpenRLHF's ``group_norm``): mean and
+      std over the group's trajectory rewards, each trajectory counted once.
+    - ``normalize="turn"`` (what the AgentFlow code does): every planner turn is a sample carrying
+      its trajectory's reward, so mean and std are over turn samples and longer trajectories
+      weigh more. Needs ``turns`` (planner turns per trajectory).
+
+    ``ddof=1`` (unbiased std) and ``eps=1e-9`` match OpenRLHF and ``torch.std``. A group whose
+    rewards are all equal gets zero advantages.
+    """
+    values = np.asarray(rewards, dtype=np.float64)
+    if values.ndim != 1 or values.size == 0:
+        raise ValueError("rewards must be a non-empty 1-D sequence")
+    if normalize == "trajectory":
+        population = values
+    elif normalize == "turn":
+        if turns is None or len(turns) != len(values):
+            raise ValueError("normalize='turn' needs the number of turns of every trajectory")
+        counts = np.asarray(turns, dtype=np.int64)
+        if (counts < 1).any():
+            raise ValueError("every trajectory needs at least one turn")
+        population = np.repeat(values, counts)
+    else:
+        raise ValueError(f"normalize must be 'trajectory' or 'turn', got {normalize!r}")
+    if np.all(population == population[0]):
+        return [0.0] * len(values)
+    std = float(population.std(ddof=ddof)) if population.size > ddof else 0.0
+    mean = float(population.mean())
+    return [float((r - mean) / (std + eps)) for r in values]

@@ -1,0 +1,113 @@
+"""Episodes per second with LLM modules: one at a time vs. many concurrent sessions on one loop.
+
+A scripted OpenAI-compatible server (``tests/fake_openai_server.py``, its own process so it does
+not share our GIL) answers every request after ``--delay`` seconds. All four frozen modules are
+LLM-backed and share one client; the expert plan drives synthetic-world episodes through the
+async session API (``env.unwrapped.new_session(task)``, ``await session.start()``,
+``await session.step(action)``).
+
+    python bench/bench_llm_concurrency.py --episodes 64 --delay 0.1
+
+The target: 64 concurrent episodes reach at least 40x the episodes per second of one at a time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+
+import agentflow_env  # noqa: F401 - registers the environments
+from agentflow_env.actions import format_planner_action
+from agentflow_env.env import AgentFlowEnv
+from agentflow_env.llm import LLMEndpoint, close_clients
+from agentflow_env.modules import build_modules
+from agentflow_env.session import Session
+from agentflow_env.tasks.base import Task
+
+SERVER = Path(__file__).resolve().parent.parent / "tests" / "fake_openai_server.py"
+
+
+def start_server(delay_s: float, stop_after: int) -> tuple[subprocess.Popen[str], int]:
+    process = subprocess.Popen(
+        [sys.executable, str(SERVER), "--delay", str(delay_s), "--stop-after", str(stop_after)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None
+    line = process.stdout.readline()
+    if not line.startswith("PORT "):
+        process.kill()
+        raise RuntimeError(f"the fake server did not start: {line!r}")
+    return process, int(line.split()[1])
+
+
+async def play(session: Session) -> float:
+    """One expert episode; returns its reward."""
+    await session.start()
+    while True:
+        step = session.task.gold_plan[min(session.turn, len(session.task.gold_plan) - 1)]
+        action = format_planner_action("Follow the plan.", step.context, step.sub_goal, step.tool)
+        outcome = await session.step(action)
+        if outcome.terminated or outcome.truncated:
+            return outcome.reward
+
+
+async def measure(env: AgentFlowEnv, tasks: list[Task], sequential: int) -> tuple[float, float]:
+    base = env
+    await play(base.new_session(tasks[0]))  # warm up: connections, search index
+    started = time.perf_counter()
+    for task in tasks[:sequential]:
+        await play(base.new_session(task))
+    one_at_a_time = sequential / (time.perf_counter() - started)
+    started = time.perf_counter()
+    await asyncio.gather(*(play(base.new_session(task)) for task in tasks))
+    concurrent = len(tasks) / (time.perf_counter() - started)
+    await close_clients()
+    return one_at_a_time, concurrent
+
+
+def main(argv: list[str] | None = None) -> float:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--episodes", type=int, default=64, help="concurrent episodes")
+    parser.add_argument("--sequential", type=int, default=4, help="episodes run one at a time")
+    parser.add_argument("--delay", type=float, default=0.1, help="server latency per request (s)")
+    parser.add_argument("--hops", type=int, default=2, help="search steps per episode")
+    args = parser.parse_args(argv)
+
+    process, port = start_server(args.delay, stop_after=args.hops)
+    try:
+        endpoint = LLMEndpoint(
+            f"http://127.0.0.1:{port}/v1", "fake", timeout_s=10.0, max_concurrency=args.episodes
+        )
+        env = gym.make(
+            "AgentFlow-Search-v0", hops=args.hops, modules=build_modules("llm", endpoint=endpoint)
+        )
+        base = env.unwrapped
+        assert isinstance(base, AgentFlowEnv)
+        rng = np.random.default_rng(0)
+        tasks = [base.task_source.sample(rng) for _ in range(args.episodes)]
+        one, many = asyncio.run(measure(base, tasks, args.sequential))
+        env.close()
+    finally:
+        if process.stdin is not None:
+            process.stdin.close()
+        process.wait(timeout=10)
+    ratio = many / one
+    calls = 2 + 2 * args.hops
+    print(f"server delay {args.delay * 1000:.0f} ms, {calls} LLM calls per episode")
+    print(f"one at a time:          {one:7.2f} episodes/s")
+    print(f"{args.episodes} concurrent:          {many:7.2f} episodes/s")
+    print(f"speed-up:               {ratio:7.1f}x (target >= 40x)")
+    return ratio
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,310 @@
+"""The local Python sandbox and tool: hostile code ends as an error observation, nothing leaks.
+
+Every hostile case is followed by ``print(1+1)`` to show the tool is still usable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import resource
+import socket
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentflow_env.tools.base import ToolContext, ToolResult
+from agentflow_env.tools.python_sandbox import (
+    KILLED_CPU,
+    PER_CALL_UID,
+    PythonTool,
+    SandboxLimits,
+    extract_code,
+    run_python,
+    sandbox_support,
+)
+from agentflow_env.tools.registry import make_tool
+from agentflow_env.tools.runner import run_tool
+
+LIMITS = SandboxLimits(timeout_s=1.5, cpu_s=5, max_output_bytes=64 * 1024)
+SUPPORT = sandbox_support(LIMITS)
+needs_other_uid = pytest.mark.skipif(
+    not SUPPORT.drops_privileges,
+    reason="the sandbox runs as the current user here (not root): it could signal or read us",
+)
+
+
+@pytest.fixture(scope="module")
+def tool() -> PythonTool:
+    return PythonTool(limits=LIMITS)
+
+
+def call(tool: PythonTool, code: str) -> ToolResult:
+    return asyncio.run(run_tool(tool, {"code": code}, ToolContext()))
+
+
+def assert_still_usable(tool: PythonTool) -> None:
+    result = call(tool, "print(1+1)")
+    assert result.ok, result
+    assert result.output.strip() == "2"
+
+
+def sandbox_processes_alive() -> list[int]:
+    """Non-zombie processes of any per-call sandbox uid (the range starts at 1e9)."""
+    alive = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/status") as status:
+                fields = dict(line.split(":", 1) for line in status if ":" in line)
+        except OSError:
+            continue
+        uid = int(fields["Uid"].split()[0])
+        if uid >= 1_000_000_000 and not fields["State"].strip().startswith("Z"):
+            alive.append(int(entry.name))
+    return alive
+
+
+def test_registered_and_card(tool: PythonTool) -> None:
+    made = make_tool("python")
+    assert isinstance(made, PythonTool)
+    assert made.card.name == "Python"
+    assert made.card.primary_argument == "code"
+    assert made.card.input_schema["code"]["required"] is True
+    assert tool.timeout_s > LIMITS.timeout_s
+
+
+def test_normal_code_returns_stdout(tool: PythonTool) -> None:
+    result = call(tool, "x = sum(range(101))\nprint('sum', x)")
+    assert result.ok and result.error is None
+    assert result.output == "sum 5050\n"
+    assert result.metadata["exit_code"] == 0
+
+
+def test_fenced_code_and_trailing_expression(tool: PythonTool) -> None:
+    result = call(tool, "Compute it:\n```python\nimport math\nmath.factorial(10)\n```\nthanks")
+    assert result.ok, result
+    assert result.output.strip() == "3628800"
+    assert extract_code("```py\n  a = 1\n  print(a)\n```") == "a = 1\nprint(a)\n"
+    assert extract_code("print(3)") == "print(3)\n"
+
+
+def test_exception_is_readable(tool: PythonTool) -> None:
+    result = call(tool, "values = [1, 2]\nvalues[5]")
+    assert not result.ok
+    assert result.error == "exited with code 1: IndexError: list index out of range"
+    assert 'File "main.py", line 2' in result.output
+    assert "_agentflow_run" not in result.output  # the bootstrap's frames are hidden
+    assert_still_usable(tool)
+
+
+def test_infinite_loop_times_out_and_temp_dir_is_removed(tool: PythonTool) -> None:
+    started = time.monotonic()
+    result = call(tool, "import os\nprint(os.getcwd())\nwhile True:\n    pass")
+    assert time.monotonic() - started < LIMITS.timeout_s + 2.5
+    assert not result.ok
+    assert result.error == "timed out after 1.5 s"
+    assert result.metadata["timed_out"] is True
+    workdir = result.output.splitlines()[0]  # printed before the loop: output is unbuffered
+    assert "agentflow-sandbox-" in workdir
+    assert not os.path.exists(workdir)
+    assert_still_usable(tool)
+
+
+def test_temp_dir_removed_after_normal_run(tool: PythonTool) -> None:
+    result = call(tool, "import os\nopen('scratch.txt', 'w').write('x')\nprint(os.getcwd())")
+    assert result.ok, result
+    assert not os.path.exists(result.output.strip())
+
+
+def test_fork_bomb_is_contained(tool: PythonTool) -> None:
+    if not SUPPORT.drops_privileges and os.geteuid() == 0:
+        pytest.skip("running as root without a dropped uid: RLIMIT_NPROC cannot apply")
+    started = time.monotonic()
+    result = call(tool, "import os\nwhile True:\n    os.fork()")
+    assert time.monotonic() - started < LIMITS.timeout_s + 5
+    assert not result.ok
+    assert result.error  # the bomb hit the process limit (EAGAIN), the timeout or the output cap
+    if SUPPORT.run_as == PER_CALL_UID:
+        assert sandbox_processes_alive() == []
+    assert_still_usable(tool)
+
+
+def test_fork_bomb_that_ignores_errors_stays_under_the_limit(tool: PythonTool) -> None:
+    if SUPPORT.run_as != PER_CALL_UID:
+        pytest.skip("per-call uids need root")
+    code = (
+        "import os\n"
+        "while True:\n"
+        "    try:\n"
+        "        os.fork()\n"
+        "    except OSError:\n"
+        "        pass\n"
+    )
+    result = call(tool, code)
+    assert not result.ok and result.metadata["timed_out"]
+    assert sandbox_processes_alive() == []
+    assert_still_usable(tool)
+
+
+def test_huge_allocation_is_a_memory_error(tool: PythonTool) -> None:
+    result = call(tool, "data = bytearray(8 * 1024**3)")
+    assert not result.ok
+    assert result.error is not None and result.error.startswith("memory limit exceeded (512 MiB)")
+    assert "MemoryError" in result.output
+    assert_still_usable(tool)
+
+
+@needs_other_uid
+def test_writing_outside_the_temp_dir_fails(tool: PythonTool) -> None:
+    name = f"agentflow-sandbox-test-{uuid.uuid4().hex}"
+    repo_target = Path(__file__).resolve().parent / name
+    etc_target = Path("/etc") / name
+    code = (
+        "import os\n"
+        "open('inside.txt', 'w').write('fine')\n"
+        f"for path in ({str(etc_target)!r}, {str(repo_target)!r}):\n"
+        "    try:\n"
+        "        open(path, 'w').write('x')\n"
+        "        print('WROTE', path)\n"
+        "    except OSError as error:\n"
+        "        print('denied', type(error).__name__)\n"
+    )
+    result = call(tool, code)
+    assert result.ok, result
+    assert "WROTE" not in result.output
+    assert result.output.count("denied PermissionError") == 2
+    assert not etc_target.exists() and not repo_target.exists()
+    assert_still_usable(tool)
+
+
+def test_files_left_in_tmp_are_removed(tool: PythonTool) -> None:
+    if SUPPORT.run_as != PER_CALL_UID:
+        pytest.skip("leftovers are found by the per-call uid (root only)")
+    leak = f"/tmp/agentflow-sandbox-leak-{uuid.uuid4().hex}"
+    result = call(tool, f"open({leak!r}, 'w').write('x')\nprint('ok')")
+    assert result.ok, result
+    assert not os.path.exists(leak)
+
+
+def test_secrets_in_the_parent_environment_do_not_leak(
+    tool: PythonTool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = f"sk-fake-{uuid.uuid4().hex}"
+    monkeypatch.setenv("AGENTFLOW_FAKE_API_KEY", secret)
+    code = (
+        "import os\n"
+        "print('env', os.environ.get('AGENTFLOW_FAKE_API_KEY'))\n"
+        "print('vars', sorted(os.environ))\n"
+        "try:\n"
+        "    data = open(f'/proc/{os.getppid()}/environ', 'rb').read()\n"
+        "    print('parent environ', data.decode(errors='replace'))\n"
+        "except OSError as error:\n"
+        "    print('parent environ denied', type(error).__name__)\n"
+    )
+    result = call(tool, code)
+    assert result.ok, result
+    assert secret not in result.output
+    assert "env None" in result.output
+    if SUPPORT.drops_privileges:
+        assert "parent environ denied PermissionError" in result.output
+    assert_still_usable(tool)
+
+
+def test_network_is_unreachable(tool: PythonTool) -> None:
+    if not SUPPORT.network_isolated:
+        pytest.skip("no network namespace here (needs root or unprivileged user namespaces)")
+    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    server.settimeout(0.2)
+    port = server.getsockname()[1]
+    try:
+        code = (
+            "import socket\n"
+            f"socket.create_connection(('127.0.0.1', {port}), timeout=1)\n"
+            "print('CONNECTED')\n"
+        )
+        result = call(tool, code)
+        with pytest.raises(OSError):  # nothing ever reached our server
+            server.accept()
+    finally:
+        server.close()
+    assert not result.ok
+    assert "CONNECTED" not in result.output
+    assert result.error is not None and "OSError" in result.error
+    assert_still_usable(tool)
+
+
+def test_printing_a_gigabyte_is_cut_at_the_cap(tool: PythonTool) -> None:
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    started = time.monotonic()
+    code = "import sys\nchunk = 'x' * 2**20\nfor _ in range(1024):\n    sys.stdout.write(chunk)\n"
+    result = call(tool, code)
+    elapsed = time.monotonic() - started
+    grown_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+    assert not result.ok
+    assert result.error == "output exceeded 65536 bytes"
+    assert result.metadata["output_truncated"] is True
+    assert elapsed < LIMITS.timeout_s  # killed at the cap, not at the timeout
+    assert grown_kib < 64 * 1024  # nothing like a gigabyte was buffered
+    assert_still_usable(tool)
+
+
+@needs_other_uid
+def test_killing_the_parent_fails(tool: PythonTool) -> None:
+    result = call(tool, "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)")
+    assert not result.ok
+    assert result.error is not None and "PermissionError" in result.error
+    assert_still_usable(tool)  # and we are still alive to check it
+
+
+@needs_other_uid
+def test_daemonized_children_are_killed(tool: PythonTool) -> None:
+    code = (
+        "import os, time\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    os.setsid()\n"
+        "    time.sleep(60)\n"
+        "    os._exit(0)\n"
+        "print(pid)\n"
+    )
+    result = call(tool, code)
+    assert result.ok, result
+    child = int(result.output.strip())
+    deadline = time.monotonic() + 2
+    state = ""
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{child}/stat") as stat:
+                state = stat.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            break  # gone
+        if state == "Z":
+            break  # killed, waiting for init to reap it
+        time.sleep(0.05)
+    else:
+        pytest.fail(f"the daemonized child {child} survived (state {state})")
+
+
+def test_cpu_limit(tool: PythonTool) -> None:
+    limits = SandboxLimits(timeout_s=20, cpu_s=1)
+    result = asyncio.run(run_python("while True:\n    pass", limits))
+    assert not result.ok
+    assert result.killed_reason == KILLED_CPU
+    assert result.duration_s < 15
+
+
+def test_concurrent_calls(tool: PythonTool) -> None:
+    async def many() -> list[Any]:
+        return await asyncio.gather(
+            *(run_python(f"print({n} * {n})", LIMITS) for n in range(8))
+        )
+
+    results = asyncio.run(many())
+    assert [r.stdout.strip() for r in results] == [str(n * n) for n in range(8)]
