@@ -15,7 +15,7 @@ def test_trajectory_normalisation_matches_hand_computation():
     a = 0.5 / (std + 1e-9)
     expected = [a, -a, -a, a]
     got = flow_grpo_advantages([1, 0, 0, 1])
-    assert got == pytest.approx(expected, rel=1e-9)
+    assert got == pytest.approx(expected, rel=1e-12)
 
 
 def test_population_std_option():
@@ -27,9 +27,9 @@ def test_turn_normalisation_weighs_long_trajectories_more():
     # Trajectory A: reward 1 over 3 turns; B: reward 0 over 1 turn.
     # Turn samples: 1, 1, 1, 0 -> mean 0.75, unbiased std = sqrt(0.25) = 0.5
     got = flow_grpo_advantages([1, 0], [3, 1], normalize="turn")
-    assert got == pytest.approx([0.25 / 0.5, -0.75 / 0.5], rel=1e-9)
+    assert got == pytest.approx([0.25 / (0.5 + 1e-9), -0.75 / (0.5 + 1e-9)], rel=1e-12)
     # Per trajectory the same rewards give symmetric advantages.
-    assert flow_grpo_advantages([1, 0]) == pytest.approx([1 / math.sqrt(0.5), -1 / math.sqrt(0.5)])
+    assert flow_grpo_advantages([1, 0]) == pytest.approx([0.5 / math.sqrt(0.5), -0.5 / math.sqrt(0.5)])
 
 
 @pytest.mark.parametrize("rewards", [[1, 1, 1, 1], [0, 0], [0.3], [-2.0, -2.0, -2.0]])

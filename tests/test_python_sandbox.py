@@ -25,6 +25,7 @@ from agentflow_env.tools.python_sandbox import (
     extract_code,
     run_python,
     sandbox_support,
+    sandbox_uid_range,
 )
 from agentflow_env.tools.registry import make_tool
 from agentflow_env.tools.runner import run_tool
@@ -53,7 +54,8 @@ def assert_still_usable(tool: PythonTool) -> None:
 
 
 def sandbox_processes_alive() -> list[int]:
-    """Non-zombie processes of any per-call sandbox uid (the range starts at 1e9)."""
+    """Non-zombie processes running as one of this test process's sandbox uids."""
+    uids = sandbox_uid_range()
     alive = []
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
@@ -64,7 +66,7 @@ def sandbox_processes_alive() -> list[int]:
         except OSError:
             continue
         uid = int(fields["Uid"].split()[0])
-        if uid >= 1_000_000_000 and not fields["State"].strip().startswith("Z"):
+        if uid in uids and not fields["State"].strip().startswith("Z"):
             alive.append(int(entry.name))
     return alive
 

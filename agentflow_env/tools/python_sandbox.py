@@ -451,6 +451,12 @@ async def _acquire_uid(deadline: float) -> int:
         await asyncio.sleep(0.02)
 
 
+def sandbox_uid_range() -> range:
+    """The uids this process's sandboxes run as (with per-call uids, i.e. as root)."""
+    base = _UID_BASE + (os.getpid() % 2**22) * _UID_SLOTS
+    return range(base, base + _UID_SLOTS)
+
+
 def _kill_uid_preexec(uid: int) -> Callable[[], None]:
     def preexec() -> None:
         os.setgroups([])
@@ -771,4 +777,5 @@ __all__ = [
     "result_to_tool_result",
     "run_python",
     "sandbox_support",
+    "sandbox_uid_range",
 ]
