@@ -11,7 +11,7 @@ from agentflow_env.tasks.base import PlanStep, Task, TaskSource
 
 __version__ = "0.1.0"
 
-ENV_IDS = {
+ENV_IDS: dict[str, dict[str, object]] = {
     "AgentFlow-Search-v0": {},
 }
 

@@ -81,7 +81,7 @@ def resolve_tokenizer(spec: Any = None) -> ChatTokenizer:
     missing = [attr for attr in needed if not hasattr(spec, attr)]
     if missing:
         raise TypeError(f"tokenizer {type(spec).__name__} lacks {missing}; see ChatTokenizer")
-    return spec  # type: ignore[no-any-return]
+    return spec
 
 
 def _load_hf(spec: str) -> Any:

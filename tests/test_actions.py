@@ -267,14 +267,16 @@ def test_format_parse_round_trip_on_random_strings() -> None:
     rng = random.Random(1234)
     checked = 0
     for _ in range(500):
-        values = [_random_value(rng, multiline=True) for _ in range(3)]
+        justification, context, sub_goal = (_random_value(rng, multiline=True) for _ in range(3))
         tool = "".join(rng.choice("ABCdef_xyz0123") for _ in range(rng.randint(1, 20)))
         tool = tool.strip("_") or "Search"
+        values = (justification, context, sub_goal)
         lines = [line.lstrip() for value in values for line in value.splitlines()]
         if any(line.startswith(("```", "~~~")) for line in lines):
             continue
-        text = format_planner_action(*values, tool)
-        assert parse_planner_action(text) == PlannerAction(*values, tool)
+        text = format_planner_action(justification, context, sub_goal, tool)
+        expected = PlannerAction(justification, context, sub_goal, tool)
+        assert parse_planner_action(text) == expected
         checked += 1
     assert checked > 450
 

@@ -16,7 +16,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from fake_openai_server import FakeOpenAIServer, Reply  # noqa: E402
 
-from agentflow_env.llm import ChatClient, LLMEndpoint, LLMError, get_client  # noqa: E402
+from agentflow_env.llm import ChatClient, LLMEndpoint, LLMError, close_clients, get_client  # noqa: E402
 from agentflow_env.modules import ModuleError  # noqa: E402
 
 T = TypeVar("T")
@@ -25,7 +25,13 @@ MESSAGES = [{"role": "system", "content": "You are a planner."}, {"role": "user"
 
 def bounded(coro: Coroutine[Any, Any, T], timeout_s: float = 15.0) -> T:
     """Run ``coro`` on a fresh loop; fail instead of hanging."""
-    return asyncio.run(asyncio.wait_for(coro, timeout_s))
+    async def run() -> T:
+        try:
+            return await asyncio.wait_for(coro, timeout_s)
+        finally:
+            await close_clients()
+
+    return asyncio.run(run())
 
 
 @pytest.fixture

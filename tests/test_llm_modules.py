@@ -17,7 +17,7 @@ from fake_openai_server import FakeOpenAIServer, Reply, generic_responder, task_
 from agentflow_env.actions import PlannerAction, format_planner_action  # noqa: E402
 from agentflow_env.env import AgentFlowEnv  # noqa: E402
 from agentflow_env.episodes import run_episode  # noqa: E402
-from agentflow_env.llm import LLMEndpoint, LLMJudge  # noqa: E402
+from agentflow_env.llm import LLMEndpoint, LLMJudge, close_clients  # noqa: E402
 from agentflow_env.llm.prompts import (  # noqa: E402
     extract_short_answer,
     parse_json_objects,
@@ -75,7 +75,13 @@ TASKS = (ONE_HOP, TWO_HOP)
 
 
 def bounded(coro: Coroutine[Any, Any, T], timeout_s: float = 20.0) -> T:
-    return asyncio.run(asyncio.wait_for(coro, timeout_s))
+    async def run() -> T:
+        try:
+            return await asyncio.wait_for(coro, timeout_s)
+        finally:
+            await close_clients()
+
+    return asyncio.run(run())
 
 
 @pytest.fixture

@@ -140,12 +140,7 @@ def test_fork_bomb_that_ignores_errors_stays_under_the_limit(tool: PythonTool) -
     if SUPPORT.run_as != PER_CALL_UID:
         pytest.skip("per-call uids need root")
     code = (
-        "import os\n"
-        "while True:\n"
-        "    try:\n"
-        "        os.fork()\n"
-        "    except OSError:\n"
-        "        pass\n"
+        "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
     )
     result = call(tool, code)
     assert not result.ok and result.metadata["timed_out"]
@@ -304,9 +299,7 @@ def test_cpu_limit(tool: PythonTool) -> None:
 
 def test_concurrent_calls(tool: PythonTool) -> None:
     async def many() -> list[Any]:
-        return await asyncio.gather(
-            *(run_python(f"print({n} * {n})", LIMITS) for n in range(8))
-        )
+        return await asyncio.gather(*(run_python(f"print({n} * {n})", LIMITS) for n in range(8)))
 
     results = asyncio.run(many())
     assert [r.stdout.strip() for r in results] == [str(n * n) for n in range(8)]

@@ -1,9 +1,11 @@
 """An async client for OpenAI-compatible chat-completions endpoints (``vllm serve`` and friends).
 
-One ``ChatClient`` per endpoint is shared by every env of the process (``get_client``). An httpx
-connection pool is bound to the event loop that created it, and each env drives its sessions on
-its own private loop, so the client keeps one pool and one concurrency semaphore per running
-loop, created lazily. Failed attempts (timeouts, connection errors, HTTP 429/5xx, malformed JSON,
+One ``ChatClient`` per endpoint is shared by every env of the process (``get_client``). An
+aiohttp session (its connection pool) is bound to the event loop that created it, and each env
+drives its sessions on its own private loop, so the client keeps one session and one concurrency
+semaphore per running loop, created lazily. (aiohttp rather than httpx: httpcore's pool rescans
+every connection on each request, which costs ~4x the CPU at 64 concurrent requests; see
+docs/llm.md.) Failed attempts (timeouts, connection errors, HTTP 429/5xx, malformed JSON,
 empty content) are retried with exponential backoff and jitter; after the last one the call raises
 ``LLMError``, a ``ModuleError`` that the session records and turns into a clean episode end.
 """
@@ -21,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Protocol
 
-import httpx
+import aiohttp
 
 from agentflow_env.modules.base import ModuleError
 
@@ -188,7 +190,7 @@ class _RetryableError(Exception):
 
 @dataclass
 class _LoopState:
-    http: httpx.AsyncClient
+    http: aiohttp.ClientSession
     semaphore: asyncio.Semaphore
 
 
@@ -201,6 +203,8 @@ class ChatClient:
             weakref.WeakKeyDictionary()
         )
         self._lock = threading.Lock()
+        with _clients_lock:
+            _every_client.add(self)
 
     async def chat(
         self,
@@ -233,10 +237,10 @@ class ChatClient:
                 async with state.semaphore:
                     data = await asyncio.wait_for(self._post(state.http, body), ep.timeout_s)
                 text, finish = _read_choice(data)
-            except (asyncio.TimeoutError, httpx.TimeoutException):
+            except asyncio.TimeoutError:
                 errors.append(f"attempt {attempt + 1}: timed out after {ep.timeout_s:g}s")
                 continue
-            except httpx.TransportError as exc:
+            except aiohttp.ClientError as exc:
                 errors.append(f"attempt {attempt + 1}: connection error: {exc!r}")
                 continue
             except _RetryableError as exc:
@@ -254,21 +258,21 @@ class ChatClient:
             f"{ep.model} at {ep.chat_url}: {len(errors)} attempt(s) failed: " + "; ".join(errors)
         )
 
-    async def _post(self, http: httpx.AsyncClient, body: dict[str, Any]) -> dict[str, Any]:
-        response = await http.post(self.endpoint.chat_url, json=body)
-        if response.status_code == 429 or response.status_code >= 500:
-            raise _RetryableError(f"HTTP {response.status_code}: {response.text[:200]}")
-        if response.status_code >= 400:  # a bad request, key or model name: retrying won't help
+    async def _post(self, http: aiohttp.ClientSession, body: dict[str, Any]) -> dict[str, Any]:
+        async with http.post(self.endpoint.chat_url, json=body) as response:
+            status = response.status
+            raw = await response.read()
+        text = raw.decode("utf-8", errors="replace")
+        if status == 429 or status >= 500:
+            raise _RetryableError(f"HTTP {status}: {text[:200]}")
+        if status >= 400:  # a bad request, key or model name: retrying won't help
             raise LLMError(
-                f"{self.endpoint.model} at {self.endpoint.chat_url}: "
-                f"HTTP {response.status_code}: {response.text[:500]}"
+                f"{self.endpoint.model} at {self.endpoint.chat_url}: HTTP {status}: {text[:500]}"
             )
         try:
-            data = response.json()
+            data = json.loads(raw)
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise _RetryableError(
-                f"malformed JSON reply: {exc}; body: {response.text[:200]!r}"
-            ) from exc
+            raise _RetryableError(f"malformed JSON reply: {exc}; body: {text[:200]!r}") from exc
         if not isinstance(data, dict):
             raise _RetryableError(f"reply is not a JSON object: {str(data)[:200]!r}")
         return data
@@ -286,14 +290,13 @@ class ChatClient:
             if state is None:
                 self._forget_closed_loops()
                 limit = self.endpoint.max_concurrency
-                headers = {"Content-Type": "application/json"}
+                headers = {}
                 if self.endpoint.api_key:
                     headers["Authorization"] = f"Bearer {self.endpoint.api_key}"
-                http = httpx.AsyncClient(
+                http = aiohttp.ClientSession(
                     headers=headers,
-                    timeout=httpx.Timeout(self.endpoint.timeout_s),
-                    limits=httpx.Limits(max_connections=limit, max_keepalive_connections=limit),
-                    trust_env=False,
+                    connector=aiohttp.TCPConnector(limit=limit),
+                    timeout=aiohttp.ClientTimeout(total=None),  # wait_for bounds each attempt
                 )
                 state = _LoopState(http, asyncio.Semaphore(limit))
                 self._states[loop] = state
@@ -301,8 +304,9 @@ class ChatClient:
 
     def _forget_closed_loops(self) -> None:
         # A state refers to its loop (semaphore, transports), so weak keys alone never expire.
+        # The session of a closed loop cannot be closed any more: detach it, drop it.
         for loop in [loop for loop in self._states if loop.is_closed()]:
-            del self._states[loop]
+            self._states.pop(loop).http.detach()
 
     async def aclose(self) -> None:
         """Close the connection pool of the running loop (others close with their loops)."""
@@ -310,7 +314,7 @@ class ChatClient:
         with self._lock:
             state = self._states.pop(loop, None)
         if state is not None:
-            await state.http.aclose()
+            await state.http.close()
 
 
 def _read_choice(data: Mapping[str, Any]) -> tuple[str, str | None]:
@@ -328,6 +332,7 @@ def _read_choice(data: Mapping[str, Any]) -> tuple[str, str | None]:
 
 
 _clients: dict[LLMEndpoint, ChatClient] = {}
+_every_client: weakref.WeakSet[ChatClient] = weakref.WeakSet()
 _clients_lock = threading.Lock()
 
 
@@ -341,8 +346,9 @@ def get_client(endpoint: LLMEndpoint) -> ChatClient:
 
 
 async def close_clients() -> None:
-    """Close every shared client's pool on the running loop (e.g. before the loop ends)."""
+    """Close every client's pool on the running loop; call it before closing a loop that used
+    LLM backends (pools left open are dropped, unclosed, once their loop has closed)."""
     with _clients_lock:
-        clients = list(_clients.values())
+        clients = list(_every_client)
     for client in clients:
         await client.aclose()

@@ -9,6 +9,7 @@ sandbox (no network call when ``E2B_DEBUG=true``: the SDK then talks to a server
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import time
@@ -44,8 +45,7 @@ def _load_sdk() -> tuple[Any, type[BaseException]]:
         from e2b_code_interpreter import AsyncSandbox
     except ImportError as error:
         raise E2BUnavailableError(
-            "the E2B backend needs the e2b extra: pip install 'agentflow-env[e2b]' "
-            f"({error})"
+            f"the E2B backend needs the e2b extra: pip install 'agentflow-env[e2b]' ({error})"
         ) from error
     return AsyncSandbox, TimeoutException
 
@@ -163,19 +163,15 @@ class E2BSandbox:
             self._sandbox = sandbox
             return
         self._sandbox = None
-        try:
+        with contextlib.suppress(Exception):  # it would die at its own timeout anyway
             await sandbox.kill()
-        except Exception:  # the sandbox dies at its own timeout anyway
-            pass
 
     async def close(self) -> None:
         """Kill the reused sandbox, if any."""
         sandbox, self._sandbox = self._sandbox, None
         if sandbox is not None:
-            try:
+            with contextlib.suppress(Exception):
                 await sandbox.kill()
-            except Exception:
-                pass
 
     async def __aenter__(self) -> E2BSandbox:
         return self

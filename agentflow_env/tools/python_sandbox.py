@@ -556,7 +556,9 @@ async def run_python(code: str, limits: SandboxLimits | None = None) -> SandboxR
     """
     limits = limits or SandboxLimits()
     key = (limits.drop_privileges, limits.isolate_network)
-    support = _support_cache.get(key) or await asyncio.to_thread(sandbox_support, limits)
+    support = _support_cache.get(key)
+    if support is None:  # the first call probes (a few short subprocesses) off the event loop
+        support = await asyncio.to_thread(sandbox_support, limits)
     started = time.monotonic()
     uid: int | None = None
     if support.run_as == PER_CALL_UID:

@@ -1,0 +1,229 @@
+"""Make-24 puzzles: a safe exact checker, a brute-force solver, and the tasks built on them.
+
+An answer is an arithmetic expression over the given numbers, each used exactly once, with only
+binary ``+ - * /`` and parentheses, whose exact (rational) value is the target. Expressions are
+parsed with ``ast`` and evaluated with ``Fraction``: nothing is ever ``eval``-ed.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import itertools
+import random
+import re
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+
+from agentflow_env.tasks.base import Evidence, PlanStep, Task
+from agentflow_env.tasks.code.evidence import CALCULATOR_TOOL, PYTHON_TOOL, last_number
+
+MAKE24 = "make24"
+TARGET = 24
+CARD_RANGE = (1, 13)
+MAX_ANSWER_CHARS = 200
+
+_OPERATIONS: dict[type[ast.operator], Callable[[Fraction, Fraction], Fraction]] = {
+    ast.Add: lambda a, b: a + b,
+    ast.Sub: lambda a, b: a - b,
+    ast.Mult: lambda a, b: a * b,
+    ast.Div: lambda a, b: a / b,
+}
+_SYMBOLS = str.maketrans({"×": "*", "·": "*", "∗": "*", "÷": "/", "−": "-", "–": "-"})
+_CLAIMED_VALUE = re.compile(r"=\s*-?\d+(?:\.\d+)?\s*$")
+_QUESTIONS = (
+    "Using each of the numbers {numbers} exactly once, with + - * / and parentheses, "
+    "write an expression equal to {target}.",
+    "Combine the numbers {numbers}, each exactly once, using only + - * / and parentheses, "
+    "into an expression whose value is {target}.",
+)
+
+
+class InvalidExpression(ValueError):
+    """The text is not an allowed arithmetic expression over the puzzle's numbers."""
+
+
+def parse_expression(text: str) -> ast.expr:
+    """The expression tree of ``text``; only integer literals and binary + - * / are allowed.
+
+    Tolerates surrounding backticks or quotes, a trailing period, Unicode operator signs and a
+    trailing claimed value (``... = 24``), which is ignored: the value is always recomputed.
+    """
+    cleaned = text.strip().strip("`'\"").strip().rstrip(".").translate(_SYMBOLS)
+    cleaned = _CLAIMED_VALUE.sub("", cleaned).strip()
+    if not cleaned:
+        raise InvalidExpression("the expression is empty")
+    if len(cleaned) > MAX_ANSWER_CHARS:
+        raise InvalidExpression(f"the expression is longer than {MAX_ANSWER_CHARS} characters")
+    try:
+        tree = ast.parse(cleaned, mode="eval").body
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        raise InvalidExpression("not a valid arithmetic expression") from None
+    _check_nodes(tree)
+    return tree
+
+
+def _check_nodes(node: ast.AST) -> None:
+    if isinstance(node, ast.BinOp) and type(node.op) in _OPERATIONS:
+        _check_nodes(node.left)
+        _check_nodes(node.right)
+    elif not (isinstance(node, ast.Constant) and type(node.value) is int):
+        raise InvalidExpression(
+            f"only integers and binary + - * / are allowed, not {type(node).__name__}"
+        )
+
+
+def literals(tree: ast.expr) -> list[int]:
+    """The integer literals of a checked expression tree, left to right."""
+    if isinstance(tree, ast.BinOp):
+        return literals(tree.left) + literals(tree.right)
+    assert isinstance(tree, ast.Constant)
+    return [int(tree.value)]
+
+
+def evaluate(tree: ast.expr) -> Fraction:
+    """The exact value of a checked expression tree; raises ``InvalidExpression`` on x / 0."""
+    if isinstance(tree, ast.Constant):
+        return Fraction(tree.value)
+    assert isinstance(tree, ast.BinOp)
+    left, right = evaluate(tree.left), evaluate(tree.right)
+    if isinstance(tree.op, ast.Div) and right == 0:
+        raise InvalidExpression("division by zero")
+    return _OPERATIONS[type(tree.op)](left, right)
+
+
+def verified_expression(text: str, numbers: Sequence[int], target: int = TARGET) -> str | None:
+    """The canonical form of ``text`` if it solves the puzzle, else ``None``."""
+    try:
+        tree = parse_expression(text)
+        if Counter(literals(tree)) != Counter(numbers) or evaluate(tree) != target:
+            return None
+    except InvalidExpression:
+        return None
+    return ast.unparse(tree)
+
+
+@dataclass(frozen=True)
+class Make24Checker:
+    """``checker(answer)`` is True when the answer solves the puzzle (any valid expression).
+
+    Stored in ``Task.metadata["answer_checker"]`` for scoring, since exact match cannot list
+    every valid expression.
+    """
+
+    numbers: tuple[int, ...]
+    target: int = TARGET
+
+    def __call__(self, answer: str | None) -> bool:
+        return answer is not None and verified_expression(answer, self.numbers, self.target) is not None
+
+
+@dataclass(frozen=True)
+class Make24Solver:
+    """Answers with the first valid expression found in a successful tool call.
+
+    A Calculator call counts when its expression is valid and its output is the target; a
+    Python call when a line of its output is a valid expression (optionally ``... = 24``).
+    """
+
+    numbers: tuple[int, ...]
+    target: int = TARGET
+
+    def solve(self, evidence: Sequence[Evidence]) -> str | None:
+        for item in evidence:
+            for candidate in self._candidates(item):
+                found = verified_expression(candidate, self.numbers, self.target)
+                if found is not None:
+                    return found
+        return None
+
+    def _candidates(self, item: Evidence) -> list[str]:
+        if not item.ok:
+            return []
+        if item.tool == CALCULATOR_TOOL:
+            value = last_number(item.output)
+            if value is None or abs(value - self.target) > 1e-6:
+                return []
+            return [str(item.arguments.get("expression", ""))]
+        if item.tool == PYTHON_TOOL:
+            return [line for line in item.output.splitlines() if line.strip()]
+        return []
+
+
+# -- brute force ------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=4096)
+def all_solutions(numbers: tuple[int, ...], target: int = TARGET) -> tuple[str, ...]:
+    """Every distinct canonical expression over ``numbers`` equal to ``target``, sorted."""
+    found: set[str] = set()
+    _search([(Fraction(n), str(n)) for n in numbers], Fraction(target), found)
+    return tuple(sorted(found, key=lambda s: (len(s), s)))
+
+
+def _search(items: list[tuple[Fraction, str]], target: Fraction, found: set[str]) -> None:
+    if len(items) == 1:
+        if items[0][0] == target:
+            found.add(ast.unparse(ast.parse(items[0][1], mode="eval").body))
+        return
+    for i, j in itertools.combinations(range(len(items)), 2):
+        (a, x), (b, y) = items[i], items[j]
+        rest = [item for k, item in enumerate(items) if k not in (i, j)]
+        combined = [(a + b, f"({x} + {y})"), (a * b, f"({x} * {y})")]
+        combined += [(a - b, f"({x} - {y})"), (b - a, f"({y} - {x})")]
+        if b != 0:
+            combined.append((a / b, f"({x} / {y})"))
+        if a != 0:
+            combined.append((b / a, f"({y} / {x})"))
+        for value in combined:
+            _search([*rest, value], target, found)
+
+
+# -- tasks ------------------------------------------------------------------------------------
+def puzzle_key(numbers: Sequence[int]) -> str:
+    """What the train/test split hashes: the multiset of numbers (order does not matter)."""
+    return f"{MAKE24}:{','.join(str(n) for n in sorted(numbers))}"
+
+
+def draw_numbers(rng: random.Random, count: int = 4) -> tuple[int, ...]:
+    """Random cards until a solvable hand comes up (most hands are)."""
+    while True:
+        numbers = tuple(rng.randint(*CARD_RANGE) for _ in range(count))
+        if all_solutions(tuple(sorted(numbers))):
+            return numbers
+
+
+def build_make24_task(numbers: tuple[int, ...], rng: random.Random, split: str) -> Task:
+    """The puzzle for ``numbers``; the gold plan checks the simplest solution with Calculator."""
+    solution = all_solutions(tuple(sorted(numbers)))[0]
+    shown = ", ".join(str(n) for n in numbers)
+    question = rng.choice(_QUESTIONS).format(numbers=shown, target=TARGET)
+    step = PlanStep(
+        CALCULATOR_TOOL,
+        f"Check that {solution} uses each number once and equals {TARGET}.",
+        solution,
+        "A candidate expression must be evaluated to confirm its value.",
+    )
+    return Task(
+        task_id=f"code-{MAKE24}-{'-'.join(str(n) for n in numbers)}",
+        question=question,
+        gold_answers=(solution,),
+        kind=MAKE24,
+        hops=1,
+        split=split,
+        sub_questions=(f"Which expression over {shown} has the value {TARGET}?",),
+        constraints=(
+            f"Use each of the numbers {shown} exactly once.",
+            "Use only + - * / and parentheses.",
+            "Answer with the expression.",
+        ),
+        gold_plan=(step,),
+        solver=Make24Solver(numbers),
+        metadata={
+            "answer_checker": Make24Checker(numbers),
+            "numbers": numbers,
+            "target": TARGET,
+            "task_key": puzzle_key(numbers),
+            "solutions": len(all_solutions(tuple(sorted(numbers)))),
+        },
+    )
