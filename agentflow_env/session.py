@@ -12,12 +12,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-import numpy as np
-
+from agentflow_env.action_input import ActionInput, read_action
 from agentflow_env.actions import ActionParseError, PlannerAction, parse_planner_action
 from agentflow_env.memory import Memory, MemoryEntry, QueryAnalysis
 from agentflow_env.modules.base import FinalAnswer, Modules
-from agentflow_env.prompts import chat_continuation, planner_messages, step_feedback
+from agentflow_env.observations import Observation, grow_prompt, render_prompt
+from agentflow_env.prompts import planner_messages, step_feedback
 from agentflow_env.rewards import RewardConfig, answer_score, terminal_reward
 from agentflow_env.tasks.base import Task
 from agentflow_env.tokens import ChatTokenizer
@@ -65,17 +65,6 @@ class SessionConfig:
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ValueError(f"{name} must be positive or None, got {value}")
-
-
-@dataclass
-class Observation:
-    """The planner's next prompt: chat-rendered text ending with the assistant header, and its ids."""
-
-    text: str
-    token_ids: list[int]
-
-    def as_gym(self) -> dict[str, Any]:
-        return {"text": self.text, "token_ids": np.asarray(self.token_ids, dtype=np.int64)}
 
 
 @dataclass
@@ -161,7 +150,7 @@ class Session:
         prompt = self.observation
         turn = self.turn + 1
         self.metrics.turns = turn
-        read = self._read_action(action)
+        read = read_action(action, self.tokenizer, self.config.max_action_tokens)
         if logprobs is not None and read.cut:
             logprobs = list(logprobs)[: len(read.ids)]
         if logprobs is not None and len(logprobs) != len(read.ids):
@@ -409,11 +398,10 @@ class Session:
         )
 
     def _render_observation(self) -> Observation:
-        text = self.tokenizer.render_chat(self.messages(), add_generation_prompt=True)
-        return Observation(text, self.tokenizer.encode(text))
+        return render_prompt(self.tokenizer, self.messages())
 
     def _next_observation(
-        self, prompt: Observation, read: _Action
+        self, prompt: Observation, read: ActionInput
     ) -> tuple[Observation, Observation]:
         """The next prompt, and the feedback appended to get it (empty when structured)."""
         if self.config.observation_mode == "structured":
@@ -422,16 +410,7 @@ class Session:
             user_text = "The episode is over. " + (self.final.text if self.final else "")
         else:
             user_text = step_feedback(self.memory, self.turn + 1, self.config.max_turns)
-        ended = bool(read.ids) and read.ids[-1] == self.tokenizer.eos_token_id
-        text = chat_continuation(self.tokenizer, user_text, after_eos=ended)
-        feedback = Observation(text, self.tokenizer.encode(text))
-        action_text = self.tokenizer.decode(read.ids)
-        return (
-            Observation(
-                prompt.text + action_text + text, prompt.token_ids + read.ids + feedback.token_ids
-            ),
-            feedback,
-        )
+        return grow_prompt(self.tokenizer, prompt, read.ids, user_text)
 
     def _budget_exceeded(self, observation: Observation) -> str | None:
         length = len(observation.token_ids)
@@ -452,6 +431,8 @@ class Session:
             "turn": self.turn,
             "memory": self.memory.as_dicts(),
         }
+        if self.initializer_error:
+            info["initializer_error"] = self.initializer_error
         if self.memory.entries:
             last = self.memory.entries[-1]
             info.update(
@@ -462,61 +443,6 @@ class Session:
             )
         info.update(self.end_info)
         return info
-
-    def _read_action(self, action: Any) -> _Action:
-        """The action's ids (verbatim if given as ids), the text to parse, and any error."""
-        if isinstance(action, bytes):
-            action = action.decode("utf-8", errors="replace")
-        if isinstance(action, str):
-            return self._capped(_Action(action, self.tokenizer.encode(action), False))
-        if isinstance(action, np.ndarray) or (
-            isinstance(action, Sequence) and not isinstance(action, str)
-        ):
-            try:
-                ids = [int(i) for i in np.asarray(action).reshape(-1).tolist()]
-            except (TypeError, ValueError):
-                return _Action(
-                    "", [], False, f"action ids must be integers, got {type(action).__name__}"
-                )
-            bad = [i for i in ids if not 0 <= i < self.tokenizer.vocab_size]
-            if bad:
-                error = f"action ids out of vocabulary range [0, {self.tokenizer.vocab_size}): {bad[:5]}"
-                return _Action("", [], True, error)
-            return self._capped(_Action(self._strip_eos(self.tokenizer.decode(ids)), ids, True))
-        return _Action(
-            "",
-            [],
-            False,
-            f"action must be a str or a sequence of token ids, got {type(action).__name__}",
-        )
-
-    def _capped(self, read: _Action) -> _Action:
-        cap = self.config.max_action_tokens
-        if cap is None or len(read.ids) <= cap:
-            return read
-        ids = read.ids[:cap]
-        return _Action(
-            self._strip_eos(self.tokenizer.decode(ids)),
-            ids,
-            read.given_as_ids,
-            read.error,
-            cut=True,
-        )
-
-    def _strip_eos(self, text: str) -> str:
-        eos = self.tokenizer.decode([self.tokenizer.eos_token_id])
-        while eos and text.endswith(eos):
-            text = text[: -len(eos)]
-        return text
-
-
-@dataclass
-class _Action:
-    text: str
-    ids: list[int]
-    given_as_ids: bool
-    error: str | None = None
-    cut: bool = False
 
 
 def _plain(metadata: Mapping[str, Any]) -> dict[str, Any]:

@@ -3,7 +3,9 @@
     python bench/bench_retriever_server.py [--docs 20000] [--clients 64] [--requests 2000]
 
 Many concurrent single-query requests (as many env workers send) hit one server; the batcher
-merges those that arrive within the window into one ``search_batch`` call.
+merges those that arrive within the window into one ``search_batch`` call. The client runs in
+this process too; on few cores its HTTP overhead (httpx, ~2-3 ms CPU per request) can dominate,
+so also try the server alone: ``agentflow-env serve-retriever --corpus PATH --port 0``.
 """
 
 from __future__ import annotations

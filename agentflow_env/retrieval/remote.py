@@ -51,6 +51,10 @@ class RemoteRetriever:
             raise ValueError(f"retriever URL must start with http:// or https://, got {url!r}")
         if timeout_s <= 0 or max_retries < 0 or backoff_s < 0:
             raise ValueError("timeout_s must be > 0, max_retries and backoff_s >= 0")
+        try:
+            import httpx  # noqa: F401 - fail here, not at the first search
+        except ImportError as error:  # pragma: no cover - depends on the installation
+            raise ImportError("RemoteRetriever needs httpx: pip install httpx") from error
         base = url.rstrip("/")
         self.url = base.removesuffix("/retrieve")
         self.endpoint = self.url + "/retrieve"

@@ -208,21 +208,23 @@ class _Plan:
     nproc: int
 
     def preexec(self, limits: SandboxLimits) -> Callable[[], None]:
+        """The function the forked child runs before exec (it must not allocate much)."""
         cpu = max(1, int(limits.cpu_s))
         rlimits = [
-            (resource.RLIMIT_CORE, 0),
-            (resource.RLIMIT_FSIZE, limits.max_file_bytes),
-            (resource.RLIMIT_NOFILE, limits.max_open_files),
-            (resource.RLIMIT_NPROC, self.nproc),
+            (resource.RLIMIT_CORE, 0, 0),
+            (resource.RLIMIT_FSIZE, limits.max_file_bytes, limits.max_file_bytes),
+            (resource.RLIMIT_NOFILE, limits.max_open_files, limits.max_open_files),
+            (resource.RLIMIT_NPROC, self.nproc, self.nproc),
+            (resource.RLIMIT_CPU, cpu, cpu + 1),  # SIGXCPU at the soft limit, then SIGKILL
         ]
+        rlimits = [(which, *_within_hard_limit(which, soft, hard)) for which, soft, hard in rlimits]
         uid, gid, network = self.uid, self.gid, self.network
-        memory = limits.memory_bytes
+        memory = _within_hard_limit(resource.RLIMIT_AS, limits.memory_bytes, limits.memory_bytes)
 
         def preexec() -> None:
             os.umask(0o077)
-            for which, value in rlimits:
-                resource.setrlimit(which, (value, value))
-            resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))  # SIGXCPU, then SIGKILL
+            for which, soft, hard in rlimits:
+                resource.setrlimit(which, (soft, hard))
             if network == "netns":
                 _checked_unshare(_CLONE_NEWNET)
             if uid is not None and gid is not None:
@@ -235,9 +237,19 @@ class _Plan:
                 _prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
                 _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
             # Last: until exec the child still has the (possibly large) parent's address space.
-            resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+            resource.setrlimit(resource.RLIMIT_AS, memory)
 
         return preexec
+
+
+def _within_hard_limit(which: int, soft: int, hard: int) -> tuple[int, int]:
+    """Only root may raise a hard limit: clamp to the current one otherwise."""
+    if os.geteuid() == 0:
+        return soft, hard
+    current = resource.getrlimit(which)[1]
+    if current == resource.RLIM_INFINITY:
+        return soft, hard
+    return min(soft, current), min(hard, current)
 
 
 def _child_env(workdir: str) -> dict[str, str]:
@@ -342,9 +354,10 @@ def _probe(drop_privileges: bool, isolate_network: bool) -> SandboxSupport:
     probe_uid = _UID_BASE + (os.getpid() % 2**22) * _UID_SLOTS + _UID_SLOTS - 1
     for run_as in run_as_modes:
         uid = {PER_CALL_UID: probe_uid, SHARED_UID: _NOBODY}.get(run_as)
+        nproc = 64 + (_current_user_tasks() if run_as == CURRENT_USER else 0)
         for network in networks:
             for interpreter in _interpreter_candidates():
-                if _probe_once(interpreter, _Plan(uid, uid, network, 64)):
+                if _probe_once(interpreter, _Plan(uid, uid, network, nproc)):
                     return SandboxSupport(interpreter, run_as, network)
     if is_root and drop_privileges:
         raise SandboxError(
@@ -569,10 +582,10 @@ async def run_python(code: str, limits: SandboxLimits | None = None) -> SandboxR
         nproc = _current_user_tasks() + limits.max_processes
     else:
         nproc = limits.max_processes
-    plan = _Plan(uid, uid, support.network if limits.isolate_network else None, nproc)
-    workdir = tempfile.mkdtemp(prefix="agentflow-sandbox-")
-    leftovers = False
+    plan = _Plan(uid, uid, support.network, nproc)
+    workdir: str | None = None
     try:
+        workdir = tempfile.mkdtemp(prefix="agentflow-sandbox-")
         code_path = os.path.join(workdir, _CODE_FILE)
         with open(code_path, "w", encoding="utf-8") as handle:
             handle.write(code)
@@ -581,13 +594,28 @@ async def run_python(code: str, limits: SandboxLimits | None = None) -> SandboxR
             os.chown(code_path, uid, uid)
         result = await _execute(support.interpreter, plan, workdir, limits)
     finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+        if workdir is not None:
+            shutil.rmtree(workdir, ignore_errors=True)
         if support.run_as == PER_CALL_UID and uid is not None:
-            _remove_files_of(uid)
-            leftovers = bool(_uid_processes(uid))
-            _uid_pool.release(uid, leftovers)
+            _release_uid(uid)
     result.duration_s = round(time.monotonic() - started, 4)
     return result
+
+
+def _release_uid(uid: int) -> None:
+    """Remove the uid's files in /tmp & co and hand it back; a uid with processes left (zombies
+    not yet reaped by init, or survivors of an interrupted cleanup) is re-checked before reuse."""
+    if _uid_processes(uid):  # normally only zombies: killing again is cheap and harmless
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            subprocess.run(
+                [shutil.which("true", path=_MINIMAL_PATH) or "/bin/true"],
+                env={},
+                preexec_fn=_kill_uid_preexec(uid),
+                timeout=5,
+                check=False,
+            )
+    _remove_files_of(uid)
+    _uid_pool.release(uid, leftovers=bool(_uid_processes(uid)))
 
 
 async def _execute(
