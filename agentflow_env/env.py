@@ -7,6 +7,7 @@ planner's reply as a ``str`` or as token ids. The reward is terminal by default.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any, SupportsFloat
 
@@ -17,17 +18,26 @@ from agentflow_env._async import LoopRunner
 from agentflow_env.hf_tokens import resolve_tokenizer
 from agentflow_env.modules import Modules, build_modules
 from agentflow_env.render import render_episode
+from agentflow_env.retrieval.corpus import Corpus
 from agentflow_env.rewards import RewardConfig
 from agentflow_env.session import EpisodeOverError, Session, SessionConfig
 from agentflow_env.spaces import AnyText, TokenIds
 from agentflow_env.tasks.base import Task, TaskSource
-from agentflow_env.tasks.sources import ListTaskSource, synthetic_source
+from agentflow_env.tasks.sources import ListTaskSource, dataset_source, synthetic_source
 from agentflow_env.tokens import ChatTokenizer
 from agentflow_env.tools.base import Tool
-from agentflow_env.tools.registry import ToolSet, make_tool
+from agentflow_env.tools.registry import ToolSet, canonical_tool_name, make_tool
 from agentflow_env.trajectory import Trajectory
 
 DEFAULT_TOOLS = ("Search", "Calculator")
+
+
+def _tool(spec: str | Tool, retriever_url: str | None) -> Tool:
+    if not isinstance(spec, str):
+        return spec
+    if retriever_url is not None and canonical_tool_name(spec) == "search":
+        return make_tool(spec, retriever_url=retriever_url)
+    return make_tool(spec)
 
 
 class AgentFlowEnv(gym.Env[dict[str, Any], str]):
@@ -39,6 +49,11 @@ class AgentFlowEnv(gym.Env[dict[str, Any], str]):
         hops, kinds, split, world_seed, world_size, fresh_world: synthetic-world settings
             (``hops`` = documents a question needs; ``fresh_world`` builds a new small world each
             episode, which is what a small planner needs to learn to search rather than memorise).
+        dataset, corpus: a QA file (FlashRAG/Search-R1 JSONL, AgentFlow JSON, Parquet) and the
+            corpus JSONL its Search tool retrieves from (indexed once, cached on disk under
+            ``index_cache_dir``); ``dataset_split`` / ``dataset_limit`` filter it.
+        retriever_url: a Search-R1 ``/retrieve`` server for the Search tool instead of a local
+            index (``agentflow-env serve-retriever``), shared by many rollout workers.
         tools: tool names (from the registry) or ``Tool`` objects.
         modules: ``"rule"`` (offline default), a per-role mapping, or a ``Modules`` bundle.
         max_turns: planner turns before the episode is truncated (AgentFlow evaluates with 10).
@@ -67,6 +82,12 @@ class AgentFlowEnv(gym.Env[dict[str, Any], str]):
         world_seed: int = 0,
         world_size: str | None = None,
         fresh_world: bool = False,
+        dataset: str | os.PathLike[str] | None = None,
+        corpus: str | os.PathLike[str] | Corpus | None = None,
+        dataset_split: str | None = None,
+        dataset_limit: int | None = None,
+        retriever_url: str | None = None,
+        index_cache_dir: str | os.PathLike[str] | None = None,
         tools: Sequence[str | Tool] = DEFAULT_TOOLS,
         modules: str | Mapping[str, object] | Modules = "rule",
         max_turns: int = 10,
@@ -89,10 +110,21 @@ class AgentFlowEnv(gym.Env[dict[str, Any], str]):
                 f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}"
             )
         self.render_mode = render_mode
-        if task_source is not None and tasks is not None:
-            raise ValueError("give task_source or tasks, not both")
+        if sum(x is not None for x in (task_source, tasks, dataset)) > 1:
+            raise ValueError("give at most one of task_source, tasks and dataset")
+        if corpus is not None and dataset is None:
+            raise ValueError("corpus= goes with dataset= (synthetic worlds bring their own)")
         if tasks is not None:
             task_source = ListTaskSource(tasks)
+        if dataset is not None:
+            task_source = dataset_source(
+                dataset,
+                corpus,
+                split=dataset_split,
+                limit=dataset_limit,
+                index_cache_dir=index_cache_dir,
+                warm_index=not retriever_url,
+            )
         self.task_source: TaskSource = task_source or synthetic_source(
             world_seed=world_seed,
             world_size=world_size,
@@ -101,7 +133,7 @@ class AgentFlowEnv(gym.Env[dict[str, Any], str]):
             split=split,
             fresh_world=fresh_world,
         )
-        self.tools = ToolSet([make_tool(t) if isinstance(t, str) else t for t in tools])
+        self.tools = ToolSet([_tool(t, retriever_url) for t in tools])
         self.modules = build_modules(modules)
         self.tokenizer: ChatTokenizer = resolve_tokenizer(tokenizer)
         self.session_config = SessionConfig(

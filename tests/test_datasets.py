@@ -7,9 +7,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 import pytest
 
+import agentflow_env  # noqa: F401  (registers the environments)
 from agentflow_env.env import AgentFlowEnv
 from agentflow_env.retrieval.corpus import Corpus, Document
 from agentflow_env.tasks.datasets import (
@@ -209,3 +211,43 @@ def test_env_runs_a_dataset_task_with_the_rule_modules(tmp_path: Path) -> None:
         assert terminated and reward == 1.0
     finally:
         env.close()
+
+
+def test_gym_make_with_dataset_and_corpus_paths(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agentflow_env.retrieval.bm25 import clear_index_cache
+
+    monkeypatch.setenv("AGENTFLOW_ENV_CACHE", str(tmp_path / "cache"))
+    clear_index_cache()  # so the index is made (and saved) by this env, not found in memory
+    qa = write_jsonl(tmp_path / "qa.jsonl", QA_ROWS[:1])
+    wiki = write_jsonl(tmp_path / "wiki.jsonl", CORPUS_ROWS)
+    env = gym.make("AgentFlow-Search-v0", dataset=str(qa), corpus=str(wiki), max_turns=2)
+    try:
+        env.reset(seed=0)
+        action = "Context: Eiffel Tower\nSub-Goal: find the builder\nTool Name: Search"
+        _, reward, terminated, _, info = env.step(action)
+        assert terminated and reward == 1.0 and info["success"]
+        assert list((tmp_path / "cache" / "indexes").iterdir()), "the index was cached on disk"
+    finally:
+        env.close()
+
+
+def test_env_search_through_a_retriever_server(tmp_path: Path) -> None:
+    from agentflow_env.retrieval.server import start_retriever_server
+
+    qa = write_jsonl(tmp_path / "qa.jsonl", QA_ROWS[:1])
+    corpus = load_corpus_jsonl(write_jsonl(tmp_path / "wiki.jsonl", CORPUS_ROWS))
+    with start_retriever_server(corpus) as server:
+        env = gym.make(
+            "AgentFlow-Search-v0", dataset=str(qa), retriever_url=server.url, max_turns=2
+        )
+        try:
+            env.reset(seed=0)
+            action = "Context: Eiffel Tower\nSub-Goal: find the builder\nTool Name: Search"
+            _, reward, terminated, _, _ = env.step(action)
+            assert terminated and reward == 1.0
+        finally:
+            env.close()
+    with pytest.raises(ValueError, match="corpus= goes with dataset="):
+        gym.make("AgentFlow-Search-v0", corpus=str(tmp_path / "wiki.jsonl"))

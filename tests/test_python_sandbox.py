@@ -9,6 +9,7 @@ import asyncio
 import os
 import resource
 import socket
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -303,3 +304,19 @@ def test_concurrent_calls(tool: PythonTool) -> None:
 
     results = asyncio.run(many())
     assert [r.stdout.strip() for r in results] == [str(n * n) for n in range(8)]
+
+
+def test_cancelled_call_still_cleans_up(tool: PythonTool) -> None:
+    """run_tool's own timeout (shorter than the sandbox's) cancels the call mid-run."""
+    code = "import os, time\nprint(os.getcwd(), flush=True)\nwhile True:\n    pass"
+
+    async def cancelled() -> ToolResult:
+        return await run_tool(tool, {"code": code}, ToolContext(), timeout_s=0.5)
+
+    result = asyncio.run(cancelled())
+    assert not result.ok and result.metadata["kind"] == "timeout"
+    leftovers = [path for path in Path(tempfile.gettempdir()).glob("agentflow-sandbox-*")]
+    assert not [path for path in leftovers if path.stat().st_uid in sandbox_uid_range()]
+    if SUPPORT.run_as == PER_CALL_UID:
+        assert sandbox_processes_alive() == []
+    assert_still_usable(tool)

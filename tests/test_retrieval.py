@@ -8,7 +8,6 @@ from collections.abc import Iterator
 
 import pytest
 
-from agentflow_env.retrieval import bm25
 from agentflow_env.retrieval.bm25 import (
     BM25Index,
     cached_index_ids,
@@ -122,22 +121,19 @@ def test_racing_threads_build_the_index_exactly_once(
     corpus: Corpus, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     builds: list[str] = []
-    real_index = bm25.BM25Index
 
-    class CountingIndex(real_index):  # type: ignore[misc, valid-type]
-        def __init__(self, corpus: Corpus) -> None:
-            builds.append(corpus.corpus_id)
-            time.sleep(0.05)  # widen the race window
-            super().__init__(corpus)
+    def counting_build(corpus: Corpus) -> BM25Index:
+        builds.append(corpus.corpus_id)
+        time.sleep(0.05)  # widen the race window
+        return BM25Index(corpus)
 
-    monkeypatch.setattr(bm25, "BM25Index", CountingIndex)
     barrier = threading.Barrier(16)
     results: list[BM25Index] = []
     lock = threading.Lock()
 
     def worker() -> None:
         barrier.wait()
-        index = get_index(corpus)
+        index = get_index(corpus, build=counting_build)
         with lock:
             results.append(index)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import bm25s
 
@@ -43,6 +43,27 @@ class BM25Index:
         if self._vocab:  # bm25s cannot index a corpus without a single token
             self._retriever = bm25s.BM25()
             self._retriever.index((token_ids, dict(self._vocab)), show_progress=False)
+
+    @classmethod
+    def from_parts(
+        cls, corpus: Corpus, vocab: dict[str, int], retriever: bm25s.BM25 | None
+    ) -> BM25Index:
+        """An index from saved parts (see ``index_store``), without re-tokenizing the corpus."""
+        index = cls.__new__(cls)
+        index.corpus = corpus
+        index._vocab = dict(vocab)
+        index._retriever = retriever
+        return index
+
+    @property
+    def vocab(self) -> dict[str, int]:
+        """A copy of the token -> id vocabulary the bm25s index was built with."""
+        return dict(self._vocab)
+
+    @property
+    def retriever(self) -> bm25s.BM25 | None:
+        """The underlying bm25s index (``None`` for a corpus without a single token)."""
+        return self._retriever
 
     def __len__(self) -> int:
         return len(self.corpus)
@@ -87,10 +108,12 @@ _cache_lock = threading.Lock()
 _build_locks: dict[str, threading.Lock] = {}
 
 
-def get_index(corpus: Corpus) -> BM25Index:
-    """The process-wide index for ``corpus.corpus_id``, built at most once even under races.
+def get_index(corpus: Corpus, *, build: Callable[[Corpus], BM25Index] = BM25Index) -> BM25Index:
+    """The process-wide index for ``corpus.corpus_id``, made at most once even under races.
 
-    The cache is LRU-bounded (``set_index_cache_size``); an evicted index is rebuilt on demand.
+    ``build`` makes a missing index (default: build it in memory; ``index_store`` loads it from
+    disk instead). The cache is LRU-bounded (``set_index_cache_size``); an evicted index is made
+    again on demand.
     """
     key = corpus.corpus_id
     with _cache_lock:
@@ -104,7 +127,7 @@ def get_index(corpus: Corpus) -> BM25Index:
             if index is not None:
                 return index
         try:
-            index = BM25Index(corpus)
+            index = build(corpus)
             with _cache_lock:
                 _cache[key] = index
                 _evict()

@@ -16,15 +16,12 @@ import json
 import os
 import shutil
 import tempfile
-import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import bm25s
 
-from agentflow_env.retrieval import bm25
-from agentflow_env.retrieval.bm25 import BM25Index, tokenize_for_search
+from agentflow_env.retrieval.bm25 import BM25Index, get_index, tokenize_for_search
 from agentflow_env.retrieval.corpus import Corpus
 
 PathLike = str | os.PathLike[str]
@@ -55,13 +52,14 @@ def index_dir(corpus: Corpus, cache_dir: PathLike | None = None) -> Path:
 def save_index(index: BM25Index, directory: PathLike) -> Path:
     """Write ``index`` to ``directory`` atomically; an existing valid copy is kept as is."""
     target = Path(directory)
-    meta = _metadata(index.corpus, vocab_size=len(index._vocab))
+    meta = _metadata(index.corpus, vocab_size=len(index.vocab))
     if _read_metadata(target) == meta:
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    staging.chmod(0o755)  # mkdtemp's 0700 would hide a shared cache from other users
     try:
-        retriever = index._retriever
+        retriever = index.retriever
         if retriever is not None:
             retriever.save(staging, show_progress=False)
         (staging / META_FILE).write_text(json.dumps(meta, indent=1), encoding="utf-8")
@@ -103,7 +101,7 @@ def load_index(corpus: Corpus, directory: PathLike, *, mmap: bool = False) -> BM
         vocab = {t: i for t, i in retriever.vocab_dict.items() if t != _EMPTY_TOKEN}
         if len(vocab) != vocab_size:
             raise IndexStoreError(f"{source}: vocabulary size differs from the metadata")
-    return _assemble(corpus, vocab, retriever)
+    return BM25Index.from_parts(corpus, vocab, retriever)
 
 
 def load_or_build_index(
@@ -115,7 +113,7 @@ def load_or_build_index(
     lands in ``get_index``'s in-process cache, so every env and tool of the process shares it.
     """
     directory = index_dir(corpus, cache_dir)
-    return _get_index_with(corpus, lambda c: _load_or_build(c, directory, mmap))
+    return get_index(corpus, build=lambda c: _load_or_build(c, directory, mmap))
 
 
 def build_index(
@@ -183,42 +181,6 @@ def _tokenizer_signature() -> str:
     """Changes when ``tokenize_for_search`` changes behaviour, which invalidates saved indexes."""
     tokens = "\x00".join(tokenize_for_search(_TOKENIZER_PROBE))
     return hashlib.sha256(tokens.encode("utf-8")).hexdigest()[:12]
-
-
-# -- glue to bm25.py's internals --------------------------------------------------------------
-# Ask bm25.py for ``BM25Index.from_parts`` and ``get_index(corpus, build=...)`` to retire these.
-def _assemble(corpus: Corpus, vocab: dict[str, int], retriever: bm25s.BM25 | None) -> BM25Index:
-    """A ``BM25Index`` from saved parts, without re-tokenizing the corpus."""
-    index = BM25Index.__new__(BM25Index)
-    index.corpus = corpus
-    index._vocab = vocab
-    index._retriever = retriever
-    return index
-
-
-def _get_index_with(corpus: Corpus, build: Callable[[Corpus], BM25Index]) -> BM25Index:
-    """``get_index``'s cache and per-corpus build lock, with ``build`` making the index."""
-    key = corpus.corpus_id
-    with bm25._cache_lock:
-        index = bm25._lookup(key)
-        if index is not None:
-            return index
-        build_lock = bm25._build_locks.setdefault(key, threading.Lock())
-    with build_lock:
-        with bm25._cache_lock:
-            index = bm25._lookup(key)
-            if index is not None:
-                return index
-        try:
-            index = build(corpus)
-            with bm25._cache_lock:
-                bm25._cache[key] = index
-                bm25._evict()
-        finally:
-            with bm25._cache_lock:
-                if bm25._build_locks.get(key) is build_lock:
-                    del bm25._build_locks[key]
-    return index
 
 
 __all__ = [

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Sequence
 
 import numpy as np
 
+from agentflow_env.retrieval.corpus import Corpus
 from agentflow_env.tasks.base import Task, TaskSource
 
 
@@ -75,3 +77,23 @@ def _cached_synthetic(
         split=split,
         fresh_world=fresh_world,
     )
+
+
+def dataset_source(
+    dataset: str | os.PathLike[str],
+    corpus: str | os.PathLike[str] | Corpus | None = None,
+    *,
+    split: str | None = None,
+    limit: int | None = None,
+    index_cache_dir: str | os.PathLike[str] | None = None,
+    warm_index: bool = True,
+) -> TaskSource:
+    """Tasks from a QA file; its corpus gets a BM25 index cached on disk and shared in-process."""
+    from agentflow_env.tasks.datasets import DatasetTaskSource
+
+    source = DatasetTaskSource(dataset, corpus=corpus, split=split, limit=limit)
+    if warm_index and source.corpus is not None:
+        from agentflow_env.retrieval.index_store import load_or_build_index
+
+        load_or_build_index(source.corpus, index_cache_dir)
+    return source

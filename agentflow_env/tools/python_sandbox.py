@@ -435,7 +435,7 @@ class _UidPool:
                 if slot in self._busy:
                     continue
                 if slot in self._unchecked:
-                    if _uid_processes(base + slot):
+                    if _uid_processes(base + slot) and not _sweep_uid(base + slot):
                         continue
                     self._unchecked.discard(slot)
                 self._busy.add(slot)
@@ -605,17 +605,25 @@ async def run_python(code: str, limits: SandboxLimits | None = None) -> SandboxR
 def _release_uid(uid: int) -> None:
     """Remove the uid's files in /tmp & co and hand it back; a uid with processes left (zombies
     not yet reaped by init, or survivors of an interrupted cleanup) is re-checked before reuse."""
-    if _uid_processes(uid):  # normally only zombies: killing again is cheap and harmless
-        with contextlib.suppress(OSError, subprocess.SubprocessError):
-            subprocess.run(
-                [shutil.which("true", path=_MINIMAL_PATH) or "/bin/true"],
-                env={},
-                preexec_fn=_kill_uid_preexec(uid),
-                timeout=5,
-                check=False,
-            )
     _remove_files_of(uid)
-    _uid_pool.release(uid, leftovers=bool(_uid_processes(uid)))
+    _uid_pool.release(uid, leftovers=bool(_uid_processes(uid)) and not _sweep_uid(uid))
+
+
+def _sweep_uid(uid: int) -> bool:
+    """Kill what is left of ``uid`` (blocking, a few ms); ``True`` if nothing is left at all.
+
+    Left are usually zombies of killed processes, waiting for init; or processes of a call whose
+    cleanup was interrupted, or of an earlier parent process with the same pid (and uid range).
+    """
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        subprocess.run(
+            [shutil.which("true", path=_MINIMAL_PATH) or "/bin/true"],
+            env={},
+            preexec_fn=_kill_uid_preexec(uid),
+            timeout=5,
+            check=False,
+        )
+    return not _uid_processes(uid)
 
 
 async def _execute(

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ast
 import functools
-import itertools
 import random
 import re
 from collections import Counter
@@ -153,30 +152,57 @@ class Make24Solver:
 
 
 # -- brute force ------------------------------------------------------------------------------
-@functools.lru_cache(maxsize=4096)
-def all_solutions(numbers: tuple[int, ...], target: int = TARGET) -> tuple[str, ...]:
-    """Every distinct canonical expression over ``numbers`` equal to ``target``, sorted."""
-    found: set[str] = set()
-    _search([(Fraction(n), str(n)) for n in numbers], Fraction(target), found)
-    return tuple(sorted(found, key=lambda s: (len(s), s)))
+def find_solution(numbers: Sequence[int], target: int = TARGET) -> str | None:
+    """A short canonical expression over ``numbers`` equal to ``target``, or ``None``."""
+    goal, best = Fraction(target), None
+    if len(numbers) == 1:
+        return str(numbers[0]) if numbers[0] == target else None
+    for left, right in _splits(tuple(sorted(numbers))):
+        for a, x in _reachable(left).items():
+            for b, y in _reachable(right).items():
+                for value, text in _combinations(a, x, b, y):
+                    if value == goal and (best is None or len(text) < len(best)):
+                        best = text
+    return None if best is None else ast.unparse(ast.parse(best, mode="eval").body)
 
 
-def _search(items: list[tuple[Fraction, str]], target: Fraction, found: set[str]) -> None:
-    if len(items) == 1:
-        if items[0][0] == target:
-            found.add(ast.unparse(ast.parse(items[0][1], mode="eval").body))
-        return
-    for i, j in itertools.combinations(range(len(items)), 2):
-        (a, x), (b, y) = items[i], items[j]
-        rest = [item for k, item in enumerate(items) if k not in (i, j)]
-        combined = [(a + b, f"({x} + {y})"), (a * b, f"({x} * {y})")]
-        combined += [(a - b, f"({x} - {y})"), (b - a, f"({y} - {x})")]
-        if b != 0:
-            combined.append((a / b, f"({x} / {y})"))
-        if a != 0:
-            combined.append((b / a, f"({y} / {x})"))
-        for value in combined:
-            _search([*rest, value], target, found)
+def _splits(numbers: tuple[int, ...]) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+    """Every way to cut ``numbers`` into two non-empty parts (each unordered cut once)."""
+    last, cuts = len(numbers) - 1, []
+    for mask in range(1, 1 << last):  # the last number is always on the right
+        left = tuple(n for i, n in enumerate(numbers[:last]) if mask >> i & 1)
+        right = tuple(n for i, n in enumerate(numbers) if i == last or not mask >> i & 1)
+        cuts.append((left, right))
+    return cuts
+
+
+@functools.lru_cache(maxsize=8192)
+def _reachable(numbers: tuple[int, ...]) -> dict[Fraction, str]:
+    """Every value the sorted ``numbers`` can make, each with its shortest expression found.
+
+    Every expression splits into two sub-multisets at its last operation, so combining the
+    values of every split is exhaustive. Callers must not mutate the (cached) result.
+    """
+    if len(numbers) == 1:
+        return {Fraction(numbers[0]): str(numbers[0])}
+    values: dict[Fraction, str] = {}
+    for left, right in _splits(numbers):
+        for a, x in _reachable(left).items():
+            for b, y in _reachable(right).items():
+                for value, text in _combinations(a, x, b, y):
+                    if value not in values or len(text) < len(values[value]):
+                        values[value] = text
+    return values
+
+
+def _combinations(a: Fraction, x: str, b: Fraction, y: str) -> list[tuple[Fraction, str]]:
+    combined = [(a + b, f"({x} + {y})"), (a * b, f"({x} * {y})")]
+    combined += [(a - b, f"({x} - {y})"), (b - a, f"({y} - {x})")]
+    if b != 0:
+        combined.append((a / b, f"({x} / {y})"))
+    if a != 0:
+        combined.append((b / a, f"({y} / {x})"))
+    return combined
 
 
 # -- tasks ------------------------------------------------------------------------------------
@@ -189,13 +215,15 @@ def draw_numbers(rng: random.Random, count: int = 4) -> tuple[int, ...]:
     """Random cards until a solvable hand comes up (most hands are)."""
     while True:
         numbers = tuple(rng.randint(*CARD_RANGE) for _ in range(count))
-        if all_solutions(tuple(sorted(numbers))):
+        if find_solution(numbers) is not None:
             return numbers
 
 
 def build_make24_task(numbers: tuple[int, ...], rng: random.Random, split: str) -> Task:
     """The puzzle for ``numbers``; the gold plan checks the simplest solution with Calculator."""
-    solution = all_solutions(tuple(sorted(numbers)))[0]
+    solution = find_solution(numbers)
+    if solution is None:
+        raise ValueError(f"{numbers} cannot make {TARGET}")
     shown = ", ".join(str(n) for n in numbers)
     question = rng.choice(_QUESTIONS).format(numbers=shown, target=TARGET)
     step = PlanStep(
@@ -224,6 +252,5 @@ def build_make24_task(numbers: tuple[int, ...], rng: random.Random, split: str) 
             "numbers": numbers,
             "target": TARGET,
             "task_key": puzzle_key(numbers),
-            "solutions": len(all_solutions(tuple(sorted(numbers)))),
         },
     )

@@ -1,0 +1,302 @@
+"""A task named in one JSON string: which env, built with which kwargs, and which of its tasks.
+
+Trainers that read prompts from a data file (OpenRLHF's ``label`` field) carry this string; a
+rollout worker rebuilds the same env and the same task from it. A task is named in one of three
+ways:
+
+- ``seed``: ``env.task_source.sample(numpy.random.default_rng(seed))``: any source, including
+  fresh synthetic worlds (the draw is a pure function of the seed).
+- ``task_id``: a task of the source's fixed list (``source.tasks``), e.g. a fixed synthetic world.
+- ``record``: the task itself, inline (question, gold answers, ...): QA datasets.
+
+``env_kwargs`` must be JSON; ``env_kwargs_from_json`` turns the JSON forms of tools and module
+endpoints into the objects ``AgentFlowEnv`` takes.
+"""
+
+from __future__ import annotations
+
+import json
+import weakref
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from agentflow_env.tasks.base import Task, TaskSource
+
+if TYPE_CHECKING:
+    from agentflow_env.env import AgentFlowEnv
+
+DEFAULT_ENV_ID = "AgentFlow-Search-v0"
+_RECORD_KEYS = ("task_id", "question", "gold_answers", "kind", "hops", "split", "corpus")
+
+
+class TaskSpecError(ValueError):
+    """A label does not name a task (bad JSON, no task, unknown task id)."""
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """Which env (``env_id`` + JSON ``env_kwargs``) and which task; exactly one of ``seed``,
+    ``task_id``, ``record``. ``env_id=None`` means the reader's default env."""
+
+    env_id: str | None = DEFAULT_ENV_ID
+    env_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    seed: int | None = None
+    task_id: str | None = None
+    record: Mapping[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        named = [k for k in ("seed", "task_id", "record") if getattr(self, k) is not None]
+        if len(named) != 1:
+            raise TaskSpecError(f"name exactly one of seed, task_id, record; got {named or 'none'}")
+        if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int)):
+            raise TaskSpecError(f"seed must be an integer, got {self.seed!r}")
+        if not isinstance(self.env_kwargs, Mapping):
+            raise TaskSpecError(f"env_kwargs must be an object, got {self.env_kwargs!r:.80}")
+        if self.record is not None:
+            _check_record(self.record)
+
+    # -- JSON --------------------------------------------------------------------------------
+    def to_json(self) -> str:
+        data: dict[str, Any] = {"env_id": self.env_id, "env_kwargs": dict(self.env_kwargs)}
+        for key in ("seed", "task_id", "record"):
+            if getattr(self, key) is not None:
+                data[key] = getattr(self, key)
+        return json.dumps(data, sort_keys=True, ensure_ascii=False)
+
+    @classmethod
+    def from_json(cls, label: str | Mapping[str, Any]) -> TaskSpec:
+        """Read a spec from its JSON string (or the already-parsed object)."""
+        data: Any = label
+        if isinstance(label, str | bytes):
+            try:
+                data = json.loads(label)
+            except json.JSONDecodeError as exc:
+                raise TaskSpecError(f"label is not JSON ({exc.msg}): {label!r:.120}") from None
+        if not isinstance(data, Mapping):
+            raise TaskSpecError(f"label must be a JSON object naming a task, got {data!r:.120}")
+        unknown = sorted(set(data) - {"env_id", "env_kwargs", "seed", "task_id", "record"})
+        if unknown:
+            raise TaskSpecError(f"unknown label keys {unknown}")
+        return cls(
+            env_id=data.get("env_id", DEFAULT_ENV_ID),
+            env_kwargs=data.get("env_kwargs") or {},
+            seed=data.get("seed"),
+            task_id=data.get("task_id"),
+            record=data.get("record"),
+        )
+
+    @classmethod
+    def for_task(
+        cls,
+        task: Task,
+        env_id: str | None = DEFAULT_ENV_ID,
+        env_kwargs: Mapping[str, Any] | None = None,
+        corpus_path: str | None = None,
+    ) -> TaskSpec:
+        """A spec carrying ``task`` inline. A corpus travels only as a file path
+        (``corpus_path``); privileged plans and solvers do not travel."""
+        record: dict[str, Any] = {
+            "task_id": task.task_id,
+            "question": task.question,
+            "gold_answers": list(task.gold_answers),
+            "kind": task.kind,
+            "hops": task.hops,
+            "split": task.split,
+        }
+        if corpus_path:
+            record["corpus"] = str(corpus_path)
+        return cls(env_id=env_id, env_kwargs=dict(env_kwargs or {}), record=record)
+
+    # -- resolving ---------------------------------------------------------------------------
+    def resolve(self, source: TaskSource) -> Task:
+        """The task this spec names, drawn from (or checked against) ``source``."""
+        if self.seed is not None:
+            return source.sample(np.random.default_rng(self.seed))
+        if self.task_id is not None:
+            return _task_by_id(source, self.task_id)
+        assert self.record is not None
+        return task_from_record(self.record)
+
+    def make_env(self, default_env_id: str = DEFAULT_ENV_ID, **overrides: Any) -> AgentFlowEnv:
+        """A new env for this spec: ``overrides`` (objects, not JSON) win over ``env_kwargs``."""
+        import gymnasium as gym
+
+        import agentflow_env  # noqa: F401  (registers the env ids)
+
+        kwargs = {**env_kwargs_from_json(self.env_kwargs), **overrides}
+        env = gym.make(self.env_id or default_env_id, **kwargs).unwrapped
+        from agentflow_env.env import AgentFlowEnv
+
+        if not isinstance(env, AgentFlowEnv):
+            raise TaskSpecError(f"{self.env_id!r} is not an AgentFlowEnv")
+        return env
+
+
+def task_from_record(record: Mapping[str, Any]) -> Task:
+    """A ``Task`` from an inline record (see ``TaskSpec.for_task``)."""
+    _check_record(record)
+    corpus = None
+    if record.get("corpus"):
+        from agentflow_env.tasks.datasets import resolve_corpus
+
+        corpus = resolve_corpus(str(record["corpus"]))
+    gold = record["gold_answers"]
+    return Task(
+        task_id=str(record.get("task_id") or ""),
+        question=str(record["question"]),
+        gold_answers=tuple(str(a) for a in ([gold] if isinstance(gold, str) else gold)),
+        corpus=corpus,
+        kind=str(record.get("kind", "qa")),
+        hops=int(record.get("hops", 1)),
+        split=str(record.get("split", "test")),
+    )
+
+
+def _check_record(record: Any) -> None:
+    if not isinstance(record, Mapping):
+        raise TaskSpecError(f"record must be an object, got {record!r:.80}")
+    unknown = sorted(set(record) - set(_RECORD_KEYS))
+    if unknown:
+        raise TaskSpecError(f"unknown record keys {unknown}; expected some of {_RECORD_KEYS}")
+    if not isinstance(record.get("question"), str) or not record["question"].strip():
+        raise TaskSpecError("record needs a non-empty 'question'")
+    gold = record.get("gold_answers")
+    if not isinstance(gold, str | list | tuple) or not gold:
+        raise TaskSpecError("record needs 'gold_answers' (a string or a non-empty list)")
+
+
+_ID_INDEXES: weakref.WeakKeyDictionary[Any, dict[str, Task]] = weakref.WeakKeyDictionary()
+
+
+def _task_by_id(source: TaskSource, task_id: str) -> Task:
+    tasks = getattr(source, "tasks", None)
+    if not tasks:
+        raise TaskSpecError(
+            f"task_id {task_id!r} needs a source with a fixed task list; "
+            f"{type(source).__name__} has none (name the task by seed instead)"
+        )
+    index = _ID_INDEXES.get(source)
+    if index is None:
+        index = {t.task_id: t for t in tasks}
+        _ID_INDEXES[source] = index
+    if task_id not in index:
+        raise TaskSpecError(f"no task {task_id!r} in the env's task source ({len(index)} tasks)")
+    return index[task_id]
+
+
+# -- env kwargs as JSON ------------------------------------------------------------------------
+def env_kwargs_from_json(kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """``AgentFlowEnv`` kwargs from their JSON form.
+
+    - ``"tools"``: names, or objects ``{"name": "Search", "retriever_url": "http://..."}`` whose
+      other keys go to the tool's factory.
+    - ``"modules"``: ``"rule"``, ``"llm"`` (endpoints from ``AGENTFLOW_LLM_*``), or per role
+      ``"rule"``, ``"llm"`` or an endpoint object ``{"base_url": ..., "model": ..., ...}``.
+    - anything else is passed as is (``hops``, ``split``, ``max_turns``, ``tokenizer`` path, ...).
+    """
+    out = dict(kwargs)
+    if "tools" in out:
+        out["tools"] = [_tool(t) for t in out["tools"]]
+    modules = out.get("modules")
+    if isinstance(modules, Mapping):
+        out["modules"] = {role: _module_choice(choice) for role, choice in modules.items()}
+    return out
+
+
+def _tool(entry: Any) -> Any:
+    if isinstance(entry, str):
+        return entry
+    if isinstance(entry, Mapping) and isinstance(entry.get("name"), str):
+        from agentflow_env.tools.registry import make_tool
+
+        options = {k: v for k, v in entry.items() if k != "name"}
+        return make_tool(entry["name"], **options)
+    raise TaskSpecError(f"a tool is a name or an object with a 'name', got {entry!r:.80}")
+
+
+def _module_choice(choice: Any) -> Any:
+    if isinstance(choice, Mapping):
+        from agentflow_env.llm.client import LLMEndpoint
+
+        return LLMEndpoint(**choice)
+    return choice
+
+
+# -- building specs in bulk ----------------------------------------------------------------------
+def synthetic_specs(
+    count: int,
+    *,
+    split: str = "train",
+    hops: int | Sequence[int] | None = None,
+    kinds: str | Sequence[str] | None = None,
+    world_seed: int = 0,
+    world_size: str | None = None,
+    fresh_world: bool = False,
+    seed: int = 0,
+    env_id: str | None = DEFAULT_ENV_ID,
+) -> Iterator[tuple[TaskSpec, Task]]:
+    """``count`` specs over the synthetic world, each with its task.
+
+    A fixed world yields its tasks by ``task_id`` in a seeded order, cycling when ``count`` is
+    larger than the split; fresh worlds yield seeds ``seed, seed + 1, ...``.
+    """
+    from agentflow_env.tasks.sources import synthetic_source
+
+    env_kwargs: dict[str, Any] = {"split": split, "world_seed": world_seed}
+    for key, value in (("hops", hops), ("kinds", kinds), ("world_size", world_size)):
+        if value is not None:
+            env_kwargs[key] = value if isinstance(value, int | str) else list(value)
+    if fresh_world:
+        env_kwargs["fresh_world"] = True
+    source = synthetic_source(
+        world_seed=world_seed,
+        world_size=world_size,
+        hops=hops,
+        kinds=kinds,
+        split=split,
+        fresh_world=fresh_world,
+    )
+    if fresh_world:
+        for i in range(count):
+            spec = TaskSpec(env_id=env_id, env_kwargs=env_kwargs, seed=seed + i)
+            yield spec, spec.resolve(source)
+        return
+    tasks = list(getattr(source, "tasks", ()))
+    order = np.random.default_rng(seed).permutation(len(tasks))
+    for i in range(count):
+        task = tasks[int(order[i % len(tasks)])]
+        yield TaskSpec(env_id=env_id, env_kwargs=env_kwargs, task_id=task.task_id), task
+
+
+def dataset_specs(
+    path: str,
+    *,
+    corpus: str | None = None,
+    split: str | None = None,
+    limit: int | None = None,
+    env_id: str | None = DEFAULT_ENV_ID,
+    env_kwargs: Mapping[str, Any] | None = None,
+) -> Iterator[tuple[TaskSpec, Task]]:
+    """One inline-record spec per task of a QA data file (see ``agentflow_env.tasks.datasets``).
+
+    ``corpus`` (a corpus JSONL path) is recorded in each task, for local search; leave it out
+    when the Search tool asks a retriever server.
+    """
+    from agentflow_env.tasks.datasets import load_tasks
+
+    for task in load_tasks(path, split=split, limit=limit):
+        yield TaskSpec.for_task(task, env_id, env_kwargs, corpus_path=corpus), task
+
+
+__all__ = [
+    "DEFAULT_ENV_ID",
+    "TaskSpec",
+    "TaskSpecError",
+    "dataset_specs",
+    "env_kwargs_from_json",
+    "synthetic_specs",
+    "task_from_record",
+]
