@@ -90,7 +90,9 @@ class MirrorEngine:
         self.task = spec.resolve(self.env.task_source)
         self.session = self.env.new_session(self.task, seed=spec.seed)
         self.env.session = self.session  # the scripted planners read env.session
-        self.planner = ExpertPlanner(self.env) if planner == "expert" else RandomPlanner(self.env, seed)
+        self.planner = (
+            ExpertPlanner(self.env) if planner == "expert" else RandomPlanner(self.env, seed)
+        )
         self.tok = self.env.tokenizer
         self.prompts: list[list[int]] = []
         self.actions: list[list[int]] = []
@@ -169,7 +171,9 @@ def test_trajectory_matches_the_env(agent_func, hf_tokenizer, planner, index):
     spec = spec_for(index)
     engine = MirrorEngine(spec, planner, seed=index)
     params = SamplingParams(logprobs=1)
-    result = asyncio.run(run_execute(agent_func.AgentExecutor(), spec, engine, hf_tokenizer, params=params))
+    result = asyncio.run(
+        run_execute(agent_func.AgentExecutor(), spec, engine, hf_tokenizer, params=params)
+    )
     check_against_mirror(result, engine)
     assert result["reward"] == float(engine.session.end_info["success"])
     if planner == "expert":
@@ -202,7 +206,9 @@ def test_budget_exhaustion_is_a_failure(agent_func, hf_tokenizer, extra):
     # The budget ends right before (extra=0) or 10 tokens into (extra=10) the second action.
     engine = MirrorEngine(spec, "expert")
     max_length = ranges[1][0] + extra
-    result = asyncio.run(run_execute(agent_func.AgentExecutor(), spec, engine, hf_tokenizer, max_length))
+    result = asyncio.run(
+        run_execute(agent_func.AgentExecutor(), spec, engine, hf_tokenizer, max_length)
+    )
     assert len(engine.actions) == (1 if extra == 0 else 2)
     assert not engine.session.done
     assert result["reward"] == 0.0 and result["scores"] == 0.0
@@ -279,8 +285,8 @@ def openrlhf_group_norm_advantages(responses: list[dict], n: int) -> list[torch.
     ns: dict[str, Any] = {
         "torch": torch,
         "itertools": itertools,
-        "List": typing.List,
-        "Tuple": typing.Tuple,
+        "List": list,
+        "Tuple": tuple,
         "Union": typing.Union,
         "Optional": typing.Optional,
         "Experience": Experience,
@@ -345,7 +351,9 @@ def test_group_of_eight_gets_flow_grpo_advantages(agent_func, hf_tokenizer):
     assert expression.tolist() == pytest.approx(ours, abs=1e-6)
 
     # The whole OpenRLHF path: every action token of trajectory i carries advantage A_i.
-    for (adv, mask), expected in zip(openrlhf_group_norm_advantages(responses, 8), ours, strict=True):
+    for (adv, mask), expected in zip(
+        openrlhf_group_norm_advantages(responses, 8), ours, strict=True
+    ):
         assert adv[mask].tolist() == pytest.approx([expected] * int(mask.sum()), abs=1e-5)
 
 
@@ -426,3 +434,52 @@ def test_prepare_data_writes_openrlhf_rows(tmp_path):
     (row,) = [json.loads(line) for line in out.read_text().splitlines()]
     task = TaskSpec.from_json(row["label"]).resolve(env.task_source)
     assert (task.task_id, task.gold_answers, row["datasource"]) == ("q1", ("Bar", "B."), "nq_train")
+
+
+# -- the launch script ------------------------------------------------------------------------------
+def openrlhf_ppo_parser() -> Any:
+    """The argument parser of ``openrlhf.cli.train_ppo_ray`` (built in its ``__main__`` block)."""
+    import argparse
+    from datetime import datetime
+
+    path = OPENRLHF_DIR / "cli" / "train_ppo_ray.py"
+    main = next(
+        node
+        for node in ast.parse(path.read_text(encoding="utf-8")).body
+        if isinstance(node, ast.If) and "__main__" in ast.unparse(node.test)
+    )
+    body = []
+    for statement in main.body:
+        if "parse_args" in ast.unparse(statement):
+            break
+        body.append(statement)
+    ns: dict[str, Any] = {"argparse": argparse, "datetime": datetime}
+    exec(compile(ast.Module(body=body, type_ignores=[]), str(path), "exec"), ns)
+    return ns["parser"]
+
+
+def test_launch_script_flags_parse_with_openrlhfs_cli(tmp_path):
+    import subprocess
+
+    script = (ROOT / "adapters" / "openrlhf" / "train_flow_grpo.sh").read_text(encoding="utf-8")
+    start = script.index("ARGS=(")
+    array = script[start : script.index("\n)\n", start) + 3]
+    values = "POLICY_MODEL=m NUM_NODES=1 GPUS_PER_NODE=8 VLLM_ENGINES=8 REPO=r TRAIN_FILE=t.jsonl"
+    values += " EVAL_FILE=e.jsonl MAX_LEN=8192 SAVE_DIR=s"
+    printed = subprocess.run(
+        ["bash", "-c", f'{values}\n{array}\nprintf "%s\\n" "${{ARGS[@]}}"'],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    args = openrlhf_ppo_parser().parse_args(printed)
+    flags = vars(args)
+    assert flags["algo.advantage.estimator"] == "group_norm"
+    assert flags["rollout.n_samples_per_prompt"] == 8
+    assert flags["algo.kl.use_loss"] and flags["algo.kl.estimator"] == "k3"
+    assert flags["train.agent_func_path"] == "r/adapters/openrlhf/agent_func.py"
+    assert (flags["data.input_key"], flags["data.label_key"]) == ("prompt", "label")
+    assert flags["rollout.max_new_tokens"] is None and not flags["data.apply_chat_template"]
+    # The optional flags named in comments exist too.
+    optional = ["--algo.dynamic_filtering_enable", "--algo.dynamic_filtering_range", "0", "1"]
+    assert openrlhf_ppo_parser().parse_args([*optional, "--train.async_enable"])

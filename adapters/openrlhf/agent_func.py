@@ -32,8 +32,8 @@ holds exactly the tokens OpenRLHF trains on. The wrapper also caps each turn and
 every turn, that OpenRLHF's prompt ids equal the env's (a tokenizer mismatch fails loudly).
 """
 
-from __future__ import annotations
-
+# No ``from __future__ import annotations``: OpenRLHF executes this file without registering it in
+# ``sys.modules``, and ``dataclasses`` then fails on string annotations.
 import asyncio
 import contextvars
 import copy
@@ -79,12 +79,14 @@ class AdapterConfig:
     max_turn_tokens: int = DEFAULT_MAX_TURN_TOKENS
 
     @classmethod
-    def from_environ(cls, environ: Mapping[str, str] = os.environ) -> AdapterConfig:
+    def from_environ(cls, environ: Mapping[str, str] = os.environ) -> "AdapterConfig":
         raw = environ.get("AGENTFLOW_ENV_KWARGS", "").strip() or "{}"
         try:
             kwargs = json.loads(raw)
         except json.JSONDecodeError as exc:
-            raise ValueError(f"AGENTFLOW_ENV_KWARGS is not JSON ({exc.msg}): {raw!r:.120}") from None
+            raise ValueError(
+                f"AGENTFLOW_ENV_KWARGS is not JSON ({exc.msg}): {raw!r:.120}"
+            ) from None
         if not isinstance(kwargs, dict):
             raise ValueError(f"AGENTFLOW_ENV_KWARGS must be a JSON object, got {raw!r:.120}")
         cap = int(environ.get("AGENTFLOW_MAX_TURN_TOKENS", "") or DEFAULT_MAX_TURN_TOKENS)
@@ -122,7 +124,9 @@ class SharedEnvs:
                     f"env kwarg {key}={kwargs[key]!r} is set by the adapter "
                     "(flat observations; the tokenizer comes from AGENTFLOW_TOKENIZER)"
                 )
-        spec = dataclasses.replace(spec, env_id=spec.env_id or self.config.env_id, env_kwargs=kwargs)
+        spec = dataclasses.replace(
+            spec, env_id=spec.env_id or self.config.env_id, env_kwargs=kwargs
+        )
         key = json.dumps([spec.env_id, kwargs], sort_keys=True)
         tokenizer = self.tokenizer()
         with self._lock:
@@ -170,7 +174,8 @@ def episode_logs(session: Session | None) -> dict[str, float]:
     metrics = session.metrics.as_dict() if session is not None else {}
     logs = {key: float(metrics.get(key, 0.0)) for key in LOG_KEYS}
     done = session is not None and session.done
-    logs["success"] = float(done and bool(session.end_info.get("success", False)))
+    success = done and session is not None and bool(session.end_info.get("success", False))
+    logs["success"] = float(success)
     logs["budget_exhausted"] = float(not done)
     return logs
 

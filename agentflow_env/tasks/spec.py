@@ -51,7 +51,9 @@ class TaskSpec:
         named = [k for k in ("seed", "task_id", "record") if getattr(self, k) is not None]
         if len(named) != 1:
             raise TaskSpecError(f"name exactly one of seed, task_id, record; got {named or 'none'}")
-        if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int)):
+        if self.seed is not None and (
+            isinstance(self.seed, bool) or not isinstance(self.seed, int)
+        ):
             raise TaskSpecError(f"seed must be an integer, got {self.seed!r}")
         if not isinstance(self.env_kwargs, Mapping):
             raise TaskSpecError(f"env_kwargs must be an object, got {self.env_kwargs!r:.80}")

@@ -1,6 +1,6 @@
 """Tools the executor can call, the registry of tool factories, and ``ToolSet``.
 
-Importing this package registers the built-in tools "Search" and "Calculator".
+Importing this package registers the built-in tools "Search", "Calculator" and "Python".
 """
 
 from agentflow_env.tools.base import (
@@ -11,6 +11,7 @@ from agentflow_env.tools.base import (
     ToolResult,
 )
 from agentflow_env.tools.calculator import CalculatorError, CalculatorTool, evaluate_expression
+from agentflow_env.tools.python_sandbox import PythonTool, SandboxLimits, run_python
 from agentflow_env.tools.registry import (
     ToolSet,
     canonical_tool_name,
@@ -22,10 +23,13 @@ from agentflow_env.tools.search import SearchTool
 
 register_tool("Search", SearchTool, overwrite=True)
 register_tool("Calculator", CalculatorTool, overwrite=True)
+register_tool("Python", PythonTool, overwrite=True)
 
 __all__ = [
     "CalculatorError",
     "CalculatorTool",
+    "PythonTool",
+    "SandboxLimits",
     "SearchTool",
     "Tool",
     "ToolArgumentError",
@@ -38,4 +42,5 @@ __all__ = [
     "make_tool",
     "register_tool",
     "registered_tools",
+    "run_python",
 ]

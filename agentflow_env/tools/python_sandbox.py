@@ -30,7 +30,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agentflow_env.tools.base import Tool, ToolCard, ToolContext, ToolResult
-from agentflow_env.tools.registry import register_tool
 
 if TYPE_CHECKING:
     from agentflow_env.tools.e2b_sandbox import E2BSandbox
@@ -801,8 +800,6 @@ class PythonTool(Tool):
             return ToolResult.failure(f"Python sandbox unavailable: {error}", kind="sandbox")
         return result_to_tool_result(result, self.limits, backend=self.backend)
 
-
-register_tool("Python", PythonTool, overwrite=True)
 
 __all__ = [
     "PythonTool",

@@ -199,5 +199,9 @@ def build_compute_task(family: Family, params: Params, split: str) -> Task:
         constraints=("Answer with an integer, in plain digits.",),
         gold_plan=(step,),
         solver=ComputedAnswerSolver(answer),
-        metadata={"family": family.name, "params": dict(params), "task_key": compute_key(family, params)},
+        metadata={
+            "family": family.name,
+            "params": dict(params),
+            "task_key": compute_key(family, params),
+        },
     )

@@ -37,11 +37,6 @@ def computed_numbers(evidence: Sequence[Evidence]) -> list[Fraction]:
     return numbers
 
 
-def format_value(value: Fraction) -> str:
-    """Integers as plain digits, other values as a decimal."""
-    return str(value.numerator) if value.denominator == 1 else str(float(value))
-
-
 @dataclass(frozen=True)
 class ComputedAnswerSolver:
     """STOP once a Python or Calculator call printed the expected number, and answer it.

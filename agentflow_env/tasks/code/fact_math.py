@@ -94,6 +94,11 @@ class FactProgram:
         return hashlib.sha256(self.key().encode("utf-8")).hexdigest()
 
 
+def fact_key(world: World, program: FactProgram) -> str:
+    """What the train/test split hashes in a fixed world: the world and the program."""
+    return f"{FACT_MATH}:{world.seed}:{program.key()}"
+
+
 def combine(operation: str, values: Sequence[int]) -> int:
     """The answer from the chain values (shared by gold answers and the solver)."""
     if operation == MEAN_POPULATION:
@@ -256,7 +261,7 @@ def build_fact_task(world: World, program: FactProgram, rng: random.Random, spli
         metadata={
             "operation": program.operation,
             "program_key": program.key(),
-            "task_key": f"{FACT_MATH}:{world.seed}:{program.key()}",
+            "task_key": fact_key(world, program),
             "world_seed": world.seed,
         },
     )

@@ -60,31 +60,34 @@ def parse_expression(text: str) -> ast.expr:
         tree = ast.parse(cleaned, mode="eval").body
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         raise InvalidExpression("not a valid arithmetic expression") from None
-    _check_nodes(tree)
+    _check_nodes(tree, cleaned)
     return tree
 
 
-def _check_nodes(node: ast.AST) -> None:
+def _check_nodes(node: ast.AST, source: str) -> None:
     if isinstance(node, ast.BinOp) and type(node.op) in _OPERATIONS:
-        _check_nodes(node.left)
-        _check_nodes(node.right)
+        _check_nodes(node.left, source)
+        _check_nodes(node.right, source)
     elif not (isinstance(node, ast.Constant) and type(node.value) is int):
         raise InvalidExpression(
             f"only integers and binary + - * / are allowed, not {type(node).__name__}"
         )
+    elif not (ast.get_source_segment(source, node) or "").isdecimal():  # no 0x18, 2_4
+        raise InvalidExpression("numbers must be written in plain decimal digits")
 
 
 def literals(tree: ast.expr) -> list[int]:
     """The integer literals of a checked expression tree, left to right."""
     if isinstance(tree, ast.BinOp):
         return literals(tree.left) + literals(tree.right)
-    assert isinstance(tree, ast.Constant)
-    return [int(tree.value)]
+    assert isinstance(tree, ast.Constant) and isinstance(tree.value, int)
+    return [tree.value]
 
 
 def evaluate(tree: ast.expr) -> Fraction:
     """The exact value of a checked expression tree; raises ``InvalidExpression`` on x / 0."""
     if isinstance(tree, ast.Constant):
+        assert isinstance(tree.value, int)
         return Fraction(tree.value)
     assert isinstance(tree, ast.BinOp)
     left, right = evaluate(tree.left), evaluate(tree.right)
@@ -116,7 +119,10 @@ class Make24Checker:
     target: int = TARGET
 
     def __call__(self, answer: str | None) -> bool:
-        return answer is not None and verified_expression(answer, self.numbers, self.target) is not None
+        return (
+            answer is not None
+            and verified_expression(answer, self.numbers, self.target) is not None
+        )
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,12 @@ import numpy as np
 
 from agentflow_env.tasks.base import Task
 from agentflow_env.tasks.code.compute import COMPUTE, build_compute_task, compute_key, draw_compute
-from agentflow_env.tasks.code.fact_math import FACT_MATH, build_fact_task, sample_fact_program
+from agentflow_env.tasks.code.fact_math import (
+    FACT_MATH,
+    build_fact_task,
+    fact_key,
+    sample_fact_program,
+)
 from agentflow_env.tasks.code.make24 import MAKE24, build_make24_task, draw_numbers, puzzle_key
 from agentflow_env.tasks.synthetic.world import World, WorldConfig, generate_world
 
@@ -29,7 +34,8 @@ def split_of(key: str) -> str:
 
 
 @functools.lru_cache(maxsize=4)
-def _fixed_world(seed: int) -> World:
+def fixed_world(seed: int) -> World:
+    """The default-size world of ``seed``, built once per process."""
     return generate_world(seed, WorldConfig())
 
 
@@ -89,13 +95,15 @@ class CodeTaskSource:
         program = sample_fact_program(world, rng)
         if program is None:
             return None
-        if not self.fresh_world and split_of(f"{FACT_MATH}:{program.key()}") != self.split:
+        if not self.fresh_world and split_of(fact_key(world, program)) != self.split:
             return None
         return build_fact_task(world, program, rng, self.split)
 
     def _world(self, rng: random.Random) -> World:
         if not self.fresh_world:
-            return _fixed_world(self.seed)
+            return fixed_world(self.seed)
         parity = SPLITS.index(self.split)  # train worlds have even seeds, test worlds odd ones
         draw = rng.randrange(GENERATED_TASKS)
-        return generate_world(2 * (self.seed * GENERATED_TASKS + draw) + parity, WorldConfig.small())
+        return generate_world(
+            2 * (self.seed * GENERATED_TASKS + draw) + parity, WorldConfig.small()
+        )

@@ -1,0 +1,150 @@
+#!/usr/bin/env bash
+# Flow-GRPO training of the AgentFlow planner with OpenRLHF 0.11.x (flags checked against 0.11.2).
+#
+# The planner is the policy (trained by DeepSpeed, sampled by vLLM inside OpenRLHF); every other
+# module runs inside the env in each vLLM Ray actor (adapters/openrlhf/agent_func.py). Beside the
+# trainer this script can start:
+#   - a frozen-module endpoint (`vllm serve $FROZEN_MODEL`) when FROZEN_MODEL is set; otherwise
+#     the env's offline rule modules are used;
+#   - a retriever server (`agentflow-env serve-retriever`) when CORPUS is set; otherwise Search
+#     runs BM25 over each task's own corpus (the synthetic world).
+#
+# Single node (default):  bash adapters/openrlhf/train_flow_grpo.sh
+# Real QA data:           CORPUS=wiki18.jsonl TRAIN_FILE=data/nq.jsonl FROZEN_MODEL=... bash ...
+#
+# Multi-node: start Ray yourself and point RAY_ADDRESS at the head, then run this script on the
+# head with START_RAY=0:
+#   head:    ray start --head --num-gpus 8
+#   workers: ray start --address <head-ip>:6379 --num-gpus 8
+# Every node needs this checkout at the same path and `pip install -e .` (the vLLM actors load
+# agent_func.py by path and import agentflow_env), and the frozen endpoint and retriever must be
+# reachable from every node (set SERVICE_HOST to the head's address). Raise NUM_NODES and
+# VLLM_ENGINES to match; the AGENTFLOW_* variables reach the actors via --runtime-env-json.
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+cd "$REPO"
+
+POLICY_MODEL="${POLICY_MODEL:-Qwen/Qwen2.5-7B-Instruct}" # the planner being trained
+FROZEN_MODEL="${FROZEN_MODEL:-}"          # e.g. Qwen/Qwen2.5-7B-Instruct; empty: rule modules
+FROZEN_GPUS="${FROZEN_GPUS:-4}"           # GPUs for `vllm serve` (kept out of Ray's GPUs)
+CORPUS="${CORPUS:-}"                      # corpus JSONL for the retriever server; empty: local
+NUM_NODES="${NUM_NODES:-1}"
+# Training GPUs per node (0..N-1). With a frozen model: 4, leaving GPU 4 for `vllm serve`
+# (train.batch_size must divide by micro_batch_size x training GPUs).
+GPUS_PER_NODE="${GPUS_PER_NODE:-$([ -n "$FROZEN_MODEL" ] && echo 4 || echo 8)}"
+VLLM_ENGINES="${VLLM_ENGINES:-$((NUM_NODES * GPUS_PER_NODE))}"
+SERVICE_HOST="${SERVICE_HOST:-127.0.0.1}"
+FROZEN_PORT="${FROZEN_PORT:-8001}"
+RETRIEVER_PORT="${RETRIEVER_PORT:-8002}"
+START_RAY="${START_RAY:-1}"
+DATA_DIR="${DATA_DIR:-$REPO/data/openrlhf}"
+TRAIN_FILE="${TRAIN_FILE:-$DATA_DIR/train.jsonl}"
+EVAL_FILE="${EVAL_FILE:-$DATA_DIR/test.jsonl}"
+SAVE_DIR="${SAVE_DIR:-$REPO/checkpoints/flow-grpo-planner}"
+MAX_LEN="${MAX_LEN:-8192}"                # whole trajectory: prompt + every action and feedback
+
+PIDS=()
+cleanup() { for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done; }
+trap cleanup EXIT
+wait_for() {  # URL PID: wait until URL answers; fail if the server process died
+  until curl -sf "$1" >/dev/null; do
+    kill -0 "$2" 2>/dev/null || { echo "server for $1 exited" >&2; exit 1; }
+    sleep 5
+  done
+}
+
+# 1. Prompts: OpenRLHF JSONL whose labels name the task (see prepare_data.py).
+if [ ! -f "$TRAIN_FILE" ]; then
+  python adapters/openrlhf/prepare_data.py synthetic --out "$TRAIN_FILE" --split train \
+    --hops 1,2,3 --count 4000 --fresh-world
+fi
+if [ ! -f "$EVAL_FILE" ]; then
+  python adapters/openrlhf/prepare_data.py synthetic --out "$EVAL_FILE" --split test \
+    --hops 1,2,3 --count 200 --fresh-world --seed 1000000
+fi
+
+# 2. Env configuration, read by agent_func.py in every vLLM actor.
+export AGENTFLOW_TOKENIZER="$POLICY_MODEL"  # the env renders chat glue with the policy's tokenizer
+export AGENTFLOW_MAX_TURN_TOKENS="${AGENTFLOW_MAX_TURN_TOKENS:-1024}"  # cap on one planner turn
+ENV_KWARGS='{"max_turns": 10}'
+
+# 3. Frozen modules (initializer, executor, verifier, generalist) on their own vLLM server.
+if [ -n "$FROZEN_MODEL" ]; then
+  CUDA_VISIBLE_DEVICES="$FROZEN_GPUS" vllm serve "$FROZEN_MODEL" --host 0.0.0.0 \
+    --port "$FROZEN_PORT" --gpu-memory-utilization 0.9 &
+  PIDS+=($!)
+  export AGENTFLOW_LLM_BASE_URL="http://$SERVICE_HOST:$FROZEN_PORT/v1"
+  export AGENTFLOW_LLM_MODEL="$FROZEN_MODEL"
+  ENV_KWARGS='{"max_turns": 10, "modules": "llm"}'
+  wait_for "$AGENTFLOW_LLM_BASE_URL/models" "${PIDS[-1]}"
+fi
+
+# 4. Retriever server for real corpora (Search-R1's POST /retrieve protocol).
+if [ -n "$CORPUS" ]; then
+  agentflow-env serve-retriever --corpus "$CORPUS" --host 0.0.0.0 --port "$RETRIEVER_PORT" &
+  PIDS+=($!)
+  export AGENTFLOW_RETRIEVER_URL="http://$SERVICE_HOST:$RETRIEVER_PORT"
+  wait_for "$AGENTFLOW_RETRIEVER_URL/health" "${PIDS[-1]}"
+fi
+export AGENTFLOW_ENV_KWARGS="${AGENTFLOW_ENV_KWARGS:-$ENV_KWARGS}"
+
+# 5. Ray: a one-node cluster on the training GPUs (multi-node: start it yourself, START_RAY=0).
+if [ "$START_RAY" = 1 ]; then
+  TRAIN_GPU_IDS="$(seq -s, 0 $((GPUS_PER_NODE - 1)))"
+  CUDA_VISIBLE_DEVICES="$TRAIN_GPU_IDS" ray start --head --num-gpus "$GPUS_PER_NODE"
+  trap 'cleanup; ray stop' EXIT
+fi
+
+# Every AGENTFLOW_* variable goes to the Ray actors (they do not inherit this shell's env).
+RUNTIME_ENV="$(python - <<'EOF'
+import json, os
+env = {k: v for k, v in os.environ.items() if k.startswith("AGENTFLOW_")}
+print(json.dumps({"env_vars": env}))
+EOF
+)"
+
+# 6. Flow-GRPO: the trajectory reward (terminal: the env's answer score) is normalised over the
+# 8 trajectories of a prompt (group_norm) and placed on every planner token; KL is a loss term.
+ARGS=(
+  # The planner being trained. No critic and no reward model: rewards come from the env.
+  --actor.model_name_or_path "$POLICY_MODEL"
+  --actor.num_nodes "$NUM_NODES" --actor.num_gpus_per_node "$GPUS_PER_NODE"
+  --ref.num_nodes "$NUM_NODES" --ref.num_gpus_per_node "$GPUS_PER_NODE"
+  # vLLM rollout engines, one per GPU; each runs many trajectories in one event loop.
+  --vllm.num_engines "$VLLM_ENGINES" --vllm.tensor_parallel_size 1
+  # Hybrid engine: actor, reference and vLLM share the GPUs, each sleeping while another runs.
+  --train.colocate_all --vllm.enable_sleep --ds.enable_sleep --vllm.gpu_memory_utilization 0.5
+  # Each turn re-sends the growing conversation: the prefix cache saves recomputing it.
+  --vllm.enable_prefix_caching
+  # Our AgentExecutor (loaded by path in every vLLM actor), driving the env turn by turn.
+  --train.agent_func_path "$REPO/adapters/openrlhf/agent_func.py"
+  # Prompts: the question (for logs) and the label naming the task; no chat template here,
+  # the env renders the planner prompt itself.
+  --data.prompt_dataset "$TRAIN_FILE" --data.input_key prompt --data.label_key label
+  --eval.dataset "$EVAL_FILE" --eval.steps 20 --eval.n_samples_per_prompt 1
+  --eval.temperature 0.6
+  # Token budget of a whole trajectory (prompt + all actions and feedback). A trajectory that
+  # runs out before the episode ends gets reward 0. --rollout.max_new_tokens stays unset:
+  # AGENTFLOW_MAX_TURN_TOKENS caps each turn.
+  --data.max_len "$MAX_LEN"
+  # Flow-GRPO at trajectory level: A_i = (r_i - mean) / (std + 1e-9) over the group.
+  --algo.advantage.estimator group_norm
+  --rollout.n_samples_per_prompt 8
+  --rollout.batch_size 32 --rollout.micro_batch_size 8 --rollout.temperature 1.0
+  --train.batch_size 128 --train.micro_batch_size 4 --train.max_epochs 1 --train.num_episodes 10
+  # KL to the reference model as a loss (k3 estimator), not folded into the reward.
+  --algo.kl.use_loss --algo.kl.estimator k3 --algo.kl.init_coef 0.001
+  --actor.eps_clip 0.2 --actor.adam.lr 1e-6
+  --ds.zero_stage 3 --ds.param_dtype bf16 --actor.gradient_checkpointing_enable
+  --ds.packing_samples  # needs flash-attn
+  --logger.logging_steps 1 --logger.tensorboard_dir "$SAVE_DIR/tensorboard"
+  --ckpt.output_dir "$SAVE_DIR" --ckpt.path "$SAVE_DIR/ckpt" --ckpt.save_steps 50 --ckpt.save_hf
+  # Optional: drop groups whose trajectories all succeed or all fail (all advantages 0):
+  #   --algo.dynamic_filtering_enable --algo.dynamic_filtering_range 0 1
+  # Optional: overlap rollout and training: --train.async_enable (not with --vllm.enable_sleep)
+)
+
+ray job submit --address "${RAY_DASHBOARD:-http://127.0.0.1:8265}" \
+  --runtime-env-json "$RUNTIME_ENV" \
+  -- python3 -m openrlhf.cli.train_ppo_ray "${ARGS[@]}"
