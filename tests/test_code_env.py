@@ -42,28 +42,28 @@ from agentflow_env.tools.calculator import CalculatorTool
 from agentflow_env.tools.python_sandbox import PythonTool
 from agentflow_env.tools.search import SearchTool
 
+# What a planner might write for any make-24 puzzle (run by the Python tool, not here).
 PYTHON_SOLVER = """
 from fractions import Fraction
-from itertools import permutations, product
-numbers = {numbers!r}
-shapes = ["(({{a}} {{x}} {{b}}) {{y}} {{c}}) {{z}} {{d}}", "({{a}} {{x}} ({{b}} {{y}} {{c}})) {{z}} {{d}}",
-          "({{a}} {{x}} {{b}}) {{y}} ({{c}} {{z}} {{d}})", "{{a}} {{x}} (({{b}} {{y}} {{c}}) {{z}} {{d}})",
-          "{{a}} {{x}} ({{b}} {{y}} ({{c}} {{z}} {{d}}))"]
-ops = {{"+": lambda p, q: p + q, "-": lambda p, q: p - q, "*": lambda p, q: p * q,
-       "/": lambda p, q: p / q if q else None}}
-def value(a, x, b):
-    return None if a is None or b is None else ops[x](a, b)
-for (a, b, c, d), (x, y, z) in product(permutations(numbers), product(ops, repeat=3)):
-    f = [Fraction(n) for n in (a, b, c, d)]
-    results = [value(value(value(f[0], x, f[1]), y, f[2]), z, f[3]),
-               value(value(f[0], x, value(f[1], y, f[2])), z, f[3]),
-               value(value(f[0], x, f[1]), y, value(f[2], z, f[3])),
-               value(f[0], x, value(value(f[1], y, f[2]), z, f[3])),
-               value(f[0], x, value(f[1], y, value(f[2], z, f[3])))]
-    for shape, result in zip(shapes, results):
-        if result == 24:
-            print(shape.format(a=a, b=b, c=c, d=d, x=x, y=y, z=z))
-            raise SystemExit
+from itertools import permutations
+
+def combine(items):
+    if len(items) == 1:
+        yield items[0]
+        return
+    for i, j in permutations(range(len(items)), 2):
+        (a, x), (b, y) = items[i], items[j]
+        rest = [item for k, item in enumerate(items) if k not in (i, j)]
+        options = [(a + b, f"({x} + {y})"), (a - b, f"({x} - {y})"), (a * b, f"({x} * {y})")]
+        if b:
+            options.append((a / b, f"({x} / {y})"))
+        for option in options:
+            yield from combine([*rest, option])
+
+for value, text in combine([(Fraction(n), str(n)) for n in NUMBERS]):
+    if value == 24:
+        print(text)
+        break
 """
 
 
@@ -304,7 +304,7 @@ def test_a_planner_written_brute_force_solves_make24() -> None:
         numbers = env.task.metadata["numbers"]
         action = (
             "Justification: search all expressions.\n"
-            f"Context: {PYTHON_SOLVER.format(numbers=numbers)}\n"
+            f"Context: NUMBERS = {list(numbers)}\n{PYTHON_SOLVER}\n"
             "Sub-Goal: find an expression equal to 24.\nTool Name: Python"
         )
         _, _, terminated, _, info = env.step(action)

@@ -49,9 +49,8 @@ def load_by_path(path: Path, name: str) -> types.ModuleType:
 
 @pytest.fixture
 def agent_func(monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
-    for var in ("AGENTFLOW_ENV_ID", "AGENTFLOW_ENV_KWARGS", "AGENTFLOW_TOKENIZER"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.delenv("AGENTFLOW_RETRIEVER_URL", raising=False)
+    for var in ("ENV_ID", "ENV_KWARGS", "TOKENIZER", "MAX_TURN_TOKENS", "RETRIEVER_URL"):
+        monkeypatch.delenv(f"AGENTFLOW_{var}", raising=False)
     return load_by_path(AGENT_FUNC, "agentflow_openrlhf_agent")
 
 
