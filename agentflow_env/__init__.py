@@ -11,21 +11,17 @@ from agentflow_env.tasks.base import PlanStep, Task, TaskSource
 
 __version__ = "0.1.0"
 
-ENV_IDS: dict[str, dict[str, object]] = {
-    "AgentFlow-Search-v0": {},
+ENV_ENTRY_POINTS: dict[str, str] = {
+    "AgentFlow-Search-v0": "agentflow_env.env:AgentFlowEnv",
+    "AgentFlow-Code-v0": "agentflow_env.tasks.code:make_code_env",
 }
 
 
 def register_envs() -> None:
     """Register the environments with Gymnasium (idempotent)."""
-    for env_id, kwargs in ENV_IDS.items():
+    for env_id, entry_point in ENV_ENTRY_POINTS.items():
         if env_id not in gymnasium.registry:
-            gymnasium.register(
-                id=env_id,
-                entry_point="agentflow_env.env:AgentFlowEnv",
-                kwargs=dict(kwargs),
-                disable_env_checker=False,
-            )
+            gymnasium.register(id=env_id, entry_point=entry_point)
 
 
 register_envs()

@@ -354,7 +354,7 @@ class Session:
         score = await self._score(final.answer)
         metrics = self.metrics.as_dict()
         reward = terminal_reward(score, metrics, self.config.reward)
-        success = answer_score(final.answer, self.task.gold_answers, "exact_match") == 1.0
+        success = self._is_correct(final.answer)
         self.memory.log(
             "final", self.turn, answer=final.answer, text=final.text, score=score, reward=reward
         )
@@ -371,8 +371,15 @@ class Session:
         }
         return reward
 
+    def _is_correct(self, answer: str | None) -> bool:
+        if self.task.checker is not None:
+            return bool(self.task.checker(answer))
+        return answer_score(answer, self.task.gold_answers, "exact_match") == 1.0
+
     async def _score(self, answer: str | None) -> float:
         reward = self.config.reward.reward
+        if self.task.checker is not None and reward != "llm_judge":
+            return float(self._is_correct(answer))
         if reward != "llm_judge":
             return answer_score(answer, self.task.gold_answers, reward)
         if self.config.judge is None:

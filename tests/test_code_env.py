@@ -129,7 +129,7 @@ def test_tasks_pickle_with_their_solver_and_checker() -> None:
         task = _tasks(kind, 1)[0]
         copy = pickle.loads(pickle.dumps(task))
         assert copy == task and copy.solver == task.solver
-        assert copy.metadata.get("answer_checker") == task.metadata.get("answer_checker")
+        assert copy.checker == task.checker
 
 
 def test_checker_is_exact_where_floats_are_not() -> None:
@@ -282,7 +282,7 @@ def test_expert_solves_every_task_over_200_seeds() -> None:
         kinds[task.kind] += 1
         assert record.success and record.reward == 1.0, (task.question, record.memory)
         assert record.metrics["turns"] == len(task.gold_plan)  # no early STOP, no extra turn
-        checker = task.metadata.get("answer_checker")
+        checker = task.checker
         assert checker is None or checker(record.answer)
     env.close()
     assert set(kinds) == set(KINDS) and min(kinds.values()) > 40
@@ -326,4 +326,49 @@ def test_make_code_env_builds_the_registered_configuration() -> None:
     assert env.tools.names == ("Python", "Calculator", "Search")
     env.reset(seed=1)
     assert env.task.kind == COMPUTE and env.task.split == "test"
+    env.close()
+
+
+def test_any_valid_make24_expression_earns_the_reward() -> None:
+    import random
+
+    from agentflow_env.actions import format_planner_action
+    from agentflow_env.env import AgentFlowEnv
+    from agentflow_env.tasks.code.make24 import build_make24_task
+
+    task = build_make24_task((1, 2, 3, 4), random.Random(0), "train")
+    alternatives = [e for e in ("1*2*3*4", "(1+2+3)*4", "4*(3+2+1)") if e not in task.gold_answers]
+    env = AgentFlowEnv(tasks=[task], tools=["Calculator"], max_turns=2)
+    try:
+        for expression in alternatives[:2]:
+            env.reset(seed=0)
+            action = format_planner_action(
+                justification="j", context=expression, sub_goal="make 24", tool_name="Calculator"
+            )
+            _, reward, terminated, _, info = env.step(action)
+            assert terminated and reward == 1.0 and info["success"], info
+            assert info["answer"] not in task.gold_answers
+        env.reset(seed=0)
+        wrong = format_planner_action(
+            justification="j", context="1+2+3+4", sub_goal="s", tool_name="Calculator"
+        )
+        _, reward, terminated, truncated, info = env.step(wrong)
+        assert reward == 0.0 and not info.get("success", False)
+    finally:
+        env.close()
+
+
+def test_code_env_is_registered_and_passes_the_checker() -> None:
+    import warnings
+
+    import gymnasium as gym
+    from gymnasium.utils.env_checker import check_env
+
+    import agentflow_env  # noqa: F401
+
+    env = gym.make("AgentFlow-Code-v0", kinds="compute", split="test")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        check_env(env.unwrapped)
+    assert [str(w.message) for w in caught] == []
     env.close()

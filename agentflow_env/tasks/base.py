@@ -32,6 +32,13 @@ class AnswerSolver(Protocol):
     def solve(self, evidence: Sequence[Evidence]) -> str | None: ...
 
 
+class AnswerChecker(Protocol):
+    """Decides whether a final answer is correct when gold strings cannot list every correct one
+    (e.g. any valid make-24 expression). Must be picklable."""
+
+    def __call__(self, answer: str | None) -> bool: ...
+
+
 @dataclass(frozen=True)
 class PlanStep:
     """One step of a task's gold plan: what an expert planner would ask for."""
@@ -48,6 +55,7 @@ class Task:
 
     ``sub_questions`` and ``constraints`` are the query analysis a rule initializer reports;
     they must not leak intermediate answers. ``gold_plan`` is privileged (expert planner only).
+    ``checker``, when set, replaces answer matching against ``gold_answers`` for reward and success.
     """
 
     task_id: str
@@ -61,6 +69,7 @@ class Task:
     constraints: tuple[str, ...] = ()
     gold_plan: tuple[PlanStep, ...] = ()
     solver: AnswerSolver | None = field(default=None, compare=False, repr=False)
+    checker: AnswerChecker | None = field(default=None, compare=False, repr=False)
     metadata: Mapping[str, Any] = field(default_factory=dict, compare=False)
 
 

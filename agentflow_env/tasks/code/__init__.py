@@ -27,9 +27,6 @@ if TYPE_CHECKING:
     from agentflow_env.env import AgentFlowEnv
 
 CODE_TOOLS: tuple[str, ...] = ("Python", "Calculator", "Search")
-ANSWER_CHECKER_KEY = "answer_checker"
-"""``Task.metadata[ANSWER_CHECKER_KEY]``: a callable ``(answer) -> bool`` that scoring should
-prefer over exact match when present (make-24 answers are any valid expression)."""
 
 
 def make_code_env(
@@ -49,7 +46,6 @@ def make_code_env(
 
 
 __all__ = [
-    "ANSWER_CHECKER_KEY",
     "CODE_TOOLS",
     "COMPUTE",
     "FACT_MATH",

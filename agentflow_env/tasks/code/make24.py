@@ -111,7 +111,7 @@ def verified_expression(text: str, numbers: Sequence[int], target: int = TARGET)
 class Make24Checker:
     """``checker(answer)`` is True when the answer solves the puzzle (any valid expression).
 
-    Stored in ``Task.metadata["answer_checker"]`` for scoring, since exact match cannot list
+    Set as ``Task.checker`` for scoring, since exact match cannot list
     every valid expression.
     """
 
@@ -253,8 +253,8 @@ def build_make24_task(numbers: tuple[int, ...], rng: random.Random, split: str) 
         ),
         gold_plan=(step,),
         solver=Make24Solver(numbers),
+        checker=Make24Checker(numbers),
         metadata={
-            "answer_checker": Make24Checker(numbers),
             "numbers": numbers,
             "target": TARGET,
             "task_key": puzzle_key(numbers),
