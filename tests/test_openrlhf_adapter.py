@@ -216,36 +216,14 @@ def test_budget_exhaustion_is_a_failure(agent_func, hf_tokenizer, extra):
     assert result["action_ranges"][-1][1] == (max_length if extra else ranges[0][1])
 
 
-def test_model_tokenizer_from_the_environment(agent_func, tmp_path, monkeypatch):
+def test_model_tokenizer_from_the_environment(
+    agent_func, tmp_path, monkeypatch, llama_style_hf_tokenizer
+):
     """With AGENTFLOW_TOKENIZER naming another tokenizer (Llama-style chat template, BOS in the
     template), OpenRLHF's own tokenization of prompt and feedback matches the env's ids."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+    from transformers import AutoTokenizer
 
-    from agentflow_env.tasks.synthetic import training_text
-
-    specials = ["<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"]
-    backend = Tokenizer(models.BPE())
-    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    backend.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=700,
-        special_tokens=specials,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    backend.train_from_iterator(list(itertools.islice(training_text(1), 3000)), trainer=trainer)
-    template = (
-        "{{ bos_token }}{% for m in messages %}<|start_header_id|>{{ m['role'] }}"
-        "<|end_header_id|>\n\n{{ m['content'] }}<|eot_id|>{% endfor %}"
-        "{% if add_generation_prompt %}<|start_header_id|>assistant<|end_header_id|>\n\n{% endif %}"
-    )
-    PreTrainedTokenizerFast(
-        tokenizer_object=backend,
-        bos_token="<|begin_of_text|>",
-        eos_token="<|eot_id|>",
-        chat_template=template,
-    ).save_pretrained(tmp_path)
+    llama_style_hf_tokenizer.save_pretrained(tmp_path)
     monkeypatch.setenv("AGENTFLOW_TOKENIZER", str(tmp_path))
     module = load_by_path(AGENT_FUNC, "agentflow_openrlhf_agent_llama")
     model_tokenizer = AutoTokenizer.from_pretrained(str(tmp_path))

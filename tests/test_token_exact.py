@@ -9,44 +9,13 @@ import pytest
 import agentflow_env  # noqa: F401
 from agentflow_env.hf_tokens import HFChatTokenizer, resolve_tokenizer
 from agentflow_env.planners import ExpertPlanner
-from agentflow_env.tasks.synthetic import training_text
 
-transformers = pytest.importorskip("transformers")
-
-LLAMA_STYLE_TEMPLATE = (
-    "{{ bos_token }}{% for m in messages %}<|start_header_id|>{{ m['role'] }}<|end_header_id|>\n\n"
-    "{{ m['content'] }}<|eot_id|>{% endfor %}"
-    "{% if add_generation_prompt %}<|start_header_id|>assistant<|end_header_id|>\n\n{% endif %}"
-)
+pytest.importorskip("transformers")
 
 
 @pytest.fixture(scope="module")
-def other_tokenizer() -> HFChatTokenizer:
-    """A second tokenizer unlike the bundled one: bigger vocab, other specials, Llama-style template."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
-    specials = ["<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"]
-    backend = Tokenizer(models.BPE())
-    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    backend.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=1200,
-        special_tokens=specials,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    backend.train_from_iterator(list(training_text(2)), trainer=trainer)
-    hf = transformers.PreTrainedTokenizerFast(
-        tokenizer_object=backend,
-        bos_token="<|begin_of_text|>",
-        eos_token="<|eot_id|>",
-        chat_template=LLAMA_STYLE_TEMPLATE,
-    )
-    return HFChatTokenizer(hf, name="llama-style-test")
-
-
-def tokenizers_under_test(other: HFChatTokenizer) -> list:
-    return [None, other]
+def other_tokenizer(llama_style_hf_tokenizer) -> HFChatTokenizer:
+    return HFChatTokenizer(llama_style_hf_tokenizer, name="llama-style-test")
 
 
 @pytest.mark.parametrize("which", ["bundled", "other"])

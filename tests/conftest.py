@@ -1,0 +1,42 @@
+"""Fixtures shared by several test modules."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import pytest
+
+LLAMA_STYLE_TEMPLATE = (
+    "{{ bos_token }}{% for m in messages %}<|start_header_id|>{{ m['role'] }}<|end_header_id|>\n\n"
+    "{{ m['content'] }}<|eot_id|>{% endfor %}"
+    "{% if add_generation_prompt %}<|start_header_id|>assistant<|end_header_id|>\n\n{% endif %}"
+)
+
+
+@pytest.fixture(scope="session")
+def llama_style_hf_tokenizer() -> Any:
+    """A second tokenizer unlike the bundled one: a bigger byte-level BPE, other special tokens,
+    a BOS and a Llama-3 style chat template (a ``transformers.PreTrainedTokenizerFast``)."""
+    transformers = pytest.importorskip("transformers")
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    from agentflow_env.tasks.synthetic import training_text
+
+    specials = ["<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"]
+    backend = Tokenizer(models.BPE())
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    backend.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=1200,
+        special_tokens=specials,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    backend.train_from_iterator(list(itertools.islice(training_text(2), 6000)), trainer=trainer)
+    return transformers.PreTrainedTokenizerFast(
+        tokenizer_object=backend,
+        bos_token="<|begin_of_text|>",
+        eos_token="<|eot_id|>",
+        chat_template=LLAMA_STYLE_TEMPLATE,
+    )
