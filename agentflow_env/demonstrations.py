@@ -21,6 +21,7 @@ from typing import Any, Literal
 from agentflow_env.env import AgentFlowEnv
 from agentflow_env.planners import ExpertPlanner
 from agentflow_env.prompts import step_feedback
+from agentflow_env.session import Session
 
 ActionStyle = Literal["full", "compact", "minimal"]
 ACTION_STYLES: tuple[str, ...] = ("full", "compact", "minimal")
@@ -38,7 +39,7 @@ def expert_action_text(env: AgentFlowEnv, style: ActionStyle = "minimal") -> str
     if style == "full":
         return ExpertPlanner(env).act()
     task = env.task
-    step = task.gold_plan[min(len(env.session.memory), len(task.gold_plan) - 1)]
+    step = task.gold_plan[min(len(_session(env).memory), len(task.gold_plan) - 1)]
     if style == "compact":
         return f"Context: {step.context}\nSub-Goal: {step.sub_goal}\nTool Name: {step.tool}"
     return f"Context: {step.context}\nTool Name: {step.tool}"
@@ -66,6 +67,12 @@ class DemoEpisode:
     messages: list[dict[str, str]]
 
 
+def _session(env: AgentFlowEnv) -> Session:
+    if env.session is None:
+        raise RuntimeError("call reset() first")
+    return env.session
+
+
 def flat_env(**env_kwargs: Any) -> AgentFlowEnv:
     """An env in flat observation mode (the mode whose prompts a trainer can extend by ids)."""
     return AgentFlowEnv(**{**env_kwargs, "observation_mode": "flat"})
@@ -78,7 +85,7 @@ def expert_episode(env: AgentFlowEnv, seed: int, style: ActionStyle = "minimal")
     tokenizer = env.tokenizer
     eos_text = tokenizer.decode([tokenizer.eos_token_id])
     observation, info = env.reset(seed=seed)
-    messages = [dict(m) for m in env.session.messages()]
+    messages = [dict(m) for m in _session(env).messages()]
     turns: list[DemoTurn] = []
     while True:
         text = expert_action_text(env, style)
@@ -92,13 +99,16 @@ def expert_episode(env: AgentFlowEnv, seed: int, style: ActionStyle = "minimal")
             )
         )
         messages.append({"role": "assistant", "content": text})
-        observation, _, terminated, truncated, info = env.step({"token_ids": ids})
+        observation, _, terminated, truncated, info = env.step(ids)  # ids, as a model emits
         if terminated or truncated:
             break
-        session = env.session
+        session = _session(env)
         config = env.session_config
         messages.append(
-            {"role": "user", "content": step_feedback(session.memory, session.turn + 1, config.max_turns)}
+            {
+                "role": "user",
+                "content": step_feedback(session.memory, session.turn + 1, config.max_turns),
+            }
         )
     return DemoEpisode(seed, info["question"], bool(info["success"]), turns, messages)
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentflow_env._async import LoopRunner
 
-if TYPE_CHECKING:  # the client needs httpx, which HFPlanner users may not have
+if TYPE_CHECKING:  # the client needs aiohttp, which HFPlanner users may not have
     from agentflow_env.llm.client import ChatBackend, LLMEndpoint
 
 __all__ = ["HFPlanner", "OpenAIPlanner", "messages_from_observation"]

@@ -1,5 +1,8 @@
 """A real HTTP server on 127.0.0.1 speaking ``POST /v1/chat/completions`` with scripted replies.
 
+It is an aiohttp server on its own event loop in a background thread, so a slow reply is an
+``asyncio.sleep`` rather than a blocked thread and hundreds of concurrent requests stay cheap.
+
 Replies come from a queue of ``Reply`` objects (optionally for one role only) and otherwise from
 a ``responder(role, request) -> str | Reply``. ``Reply`` covers the fault modes the client must
 survive: slow beyond the timeout, an HTTP error status, malformed JSON, empty content and
@@ -11,6 +14,7 @@ cut-off text (finish_reason "length"). The role is read from the system prompt o
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import re
 import sys
@@ -19,8 +23,9 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from aiohttp import web
 
 ROLE_MARKERS = {
     "query analyzer": "initializer",
@@ -87,8 +92,10 @@ class FakeOpenAIServer:
         self.requests: list[dict[str, Any]] = []
         self._queue: deque[tuple[str | None, Reply]] = deque()
         self._lock = threading.Lock()
-        self._httpd: ThreadingHTTPServer | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
+        self._runner: web.AppRunner | None = None
+        self._port: int | None = None
 
     # -- scripting -------------------------------------------------------------------------------
     def push(self, *replies: Reply, role: str | None = None) -> None:
@@ -115,62 +122,52 @@ class FakeOpenAIServer:
     # -- serving ---------------------------------------------------------------------------------
     @property
     def port(self) -> int:
-        if self._httpd is None:
+        if self._port is None:
             raise RuntimeError("the server is not running")
-        return int(self._httpd.server_address[1])
+        return self._port
 
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
 
     def start(self) -> FakeOpenAIServer:
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            disable_nagle_algorithm = True  # else headers and body wait out delayed ACKs (40 ms)
-
-            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
-                length = int(self.headers.get("Content-Length") or 0)
-                raw = self.rfile.read(length)
-                if not self.path.rstrip("/").endswith("/chat/completions"):
-                    self._send(404, json.dumps({"error": {"message": "not found"}}))
-                    return
-                try:
-                    request = json.loads(raw)
-                except ValueError:
-                    self._send(400, json.dumps({"error": {"message": "bad JSON"}}))
-                    return
-                reply = server._next_reply(request)
-                time.sleep(server.delay_s + reply.delay_s)
-                body = reply.body if reply.body is not None else _completion(request, reply)
-                self._send(reply.status, body)
-
-            def _send(self, status: int, body: str) -> None:
-                data = body.encode("utf-8")
-                try:
-                    self.send_response(status)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass  # the client gave up (timeout): nothing to deliver
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        httpd = _Server(("127.0.0.1", 0), Handler)
-        self._httpd = httpd
-        self._thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True)
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        self._thread = threading.Thread(target=loop.run_forever, daemon=True)
         self._thread.start()
+        asyncio.run_coroutine_threadsafe(self._serve(), loop).result(timeout=10)
         return self
 
+    async def _serve(self) -> None:
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", self._handle)
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.2)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0, backlog=512)
+        await site.start()
+        self._port = int(self._runner.addresses[0][1])
+
+    async def _handle(self, http_request: web.Request) -> web.Response:
+        try:
+            request = json.loads(await http_request.read())
+        except ValueError:
+            return _json_response(400, json.dumps({"error": {"message": "bad JSON"}}))
+        reply = self._next_reply(request)
+        await asyncio.sleep(self.delay_s + reply.delay_s)
+        body = reply.body if reply.body is not None else _completion(request, reply)
+        return _json_response(reply.status, body)
+
     def stop(self) -> None:
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            self._httpd = None
+        loop, self._loop = self._loop, None
+        if loop is None:
+            return
+        if self._runner is not None:
+            asyncio.run_coroutine_threadsafe(self._runner.cleanup(), loop).result(timeout=10)
+        loop.call_soon_threadsafe(loop.stop)
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        loop.close()
+        self._port = None
 
     def __enter__(self) -> FakeOpenAIServer:
         return self.start()
@@ -179,10 +176,8 @@ class FakeOpenAIServer:
         self.stop()
 
 
-class _Server(ThreadingHTTPServer):
-    request_queue_size = 256  # the default backlog of 5 stalls 64 clients connecting at once
-    daemon_threads = True
-    block_on_close = False
+def _json_response(status: int, body: str) -> web.Response:
+    return web.Response(status=status, text=body, content_type="application/json")
 
 
 def _completion(request: dict[str, Any], reply: Reply) -> str:

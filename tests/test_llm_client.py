@@ -25,6 +25,7 @@ MESSAGES = [{"role": "system", "content": "You are a planner."}, {"role": "user"
 
 def bounded(coro: Coroutine[Any, Any, T], timeout_s: float = 15.0) -> T:
     """Run ``coro`` on a fresh loop; fail instead of hanging."""
+
     async def run() -> T:
         try:
             return await asyncio.wait_for(coro, timeout_s)
@@ -138,8 +139,17 @@ def test_shared_client_works_across_loops_and_threads(server):
     for thread in threads:
         thread.join(timeout=15)
     assert results == ["hello from the planner"] * 4
-    assert bounded(client.chat(MESSAGES)).text
-    assert len(client._states) == 1  # pools of closed loops are dropped when a new one opens
+    assert client._states == {}  # close_clients() closed each loop's pool
+
+
+def test_pools_of_loops_closed_without_cleanup_are_dropped(server):
+    client = ChatClient(endpoint_for(server))
+
+    async def chat() -> str:
+        return (await client.chat(MESSAGES)).text
+
+    assert asyncio.run(chat()) and asyncio.run(chat())  # no close_clients() before the loops end
+    assert len(client._states) == 1  # the first loop's pool went when the second loop opened one
 
 
 def test_endpoint_from_environment_with_role_overrides():

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import sys
-from collections.abc import Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -72,6 +73,12 @@ TWO_HOP = Task(
     ),
 )
 TASKS = (ONE_HOP, TWO_HOP)
+
+
+def within(timeout_s: float, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """Run a synchronous call (a whole episode) in a worker thread; fail instead of hanging."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(fn, *args, **kwargs).result(timeout=timeout_s)
 
 
 def bounded(coro: Coroutine[Any, Any, T], timeout_s: float = 20.0) -> T:
@@ -143,7 +150,7 @@ def test_llm_modules_reach_the_rule_modules_outcome(server, task):
     assert [e["module"] for e in events(session, "module_output")] == (
         ["executor"] * task.hops + ["generalist"]
     )
-    analysis = events(session, "analysis")[0]
+    analysis = events(session, "analysis")[0]["analysis"]
     assert analysis["raw"] and analysis["meta"]["attempts"] == 1
     assert all(v["raw"].endswith(("STOP", "CONTINUE")) for v in events(session, "verification"))
 
@@ -160,13 +167,17 @@ def test_synthetic_world_outcomes_match_the_rule_modules(server, hops, kind):
         **settings,
     )
     current = llm_env.unwrapped
-    server.responder = task_responder(lambda q: current.task if current.task.question == q else None)
+    server.responder = task_responder(
+        lambda q: current.task if current.task.question == q else None
+    )
     keys = ("task_id", "answer", "success", "reward", "end_reason", "actions")
     for seed in range(5):
-        rule = run_episode(rule_env, ExpertPlanner(rule_env), seed=seed)
-        llm = run_episode(llm_env, ExpertPlanner(llm_env), seed=seed)
+        rule = within(20, run_episode, rule_env, ExpertPlanner(rule_env), seed=seed)
+        llm = within(20, run_episode, llm_env, ExpertPlanner(llm_env), seed=seed)
         assert {k: getattr(llm, k) for k in keys} == {k: getattr(rule, k) for k in keys}
-        assert [e["tool_arguments"] for e in llm.memory] == [e["tool_arguments"] for e in rule.memory]
+        assert [e["tool_arguments"] for e in llm.memory] == [
+            e["tool_arguments"] for e in rule.memory
+        ]
         assert llm.success and llm.end_reason == "verifier_stop"
     rule_env.close()
     llm_env.close()
@@ -178,10 +189,23 @@ def test_sync_env_with_mixed_backends(server):
     )
     assert type(modules.executor).__name__ == "RuleExecutor"
     env = AgentFlowEnv(tasks=[TWO_HOP], modules=modules)
-    record = run_episode(env, ExpertPlanner(env), seed=0)
+    record = within(20, run_episode, env, ExpertPlanner(env), seed=0)
     env.close()
     assert record.success and record.end_reason == "verifier_stop" and record.answer == "Port Ellis"
     assert server.roles().count("verifier") == 2 and server.roles().count("generalist") == 1
+
+
+def test_modules_llm_reads_the_endpoint_from_environment_variables(server, monkeypatch):
+    monkeypatch.setenv("AGENTFLOW_LLM_BASE_URL", "http://127.0.0.1:9/v1")  # unreachable
+    monkeypatch.setenv("AGENTFLOW_LLM_MODEL", "shared-model")
+    monkeypatch.setenv("AGENTFLOW_LLM_TIMEOUT_S", "2")
+    for role in ("INITIALIZER", "EXECUTOR", "VERIFIER", "GENERALIST"):
+        monkeypatch.setenv(f"AGENTFLOW_{role}_BASE_URL", server.base_url)
+    env = gym.make("AgentFlow-Search-v0", tasks=[ONE_HOP], modules="llm")
+    record = within(20, run_episode, env, ExpertPlanner(env), seed=0)
+    env.close()
+    assert record.success and len(server.requests) == 4
+    assert {r["model"] for r in server.requests} == {"shared-model"}
 
 
 def test_many_sessions_share_one_client_on_one_loop(server):
@@ -210,7 +234,7 @@ def test_one_fault_per_role_is_retried(server, fault):
     session = new_session(build_modules("llm", endpoint=endpoint_for(server)), ONE_HOP)
     info = bounded(play(session))
     assert info["success"] and not info["module_errors"]
-    assert events(session, "analysis")[0]["meta"]["attempts"] == 2
+    assert events(session, "analysis")[0]["analysis"]["meta"]["attempts"] == 2
     assert all(e["attempts"] == 2 for e in events(session, "module_output"))
 
 
@@ -406,7 +430,7 @@ def test_openai_planner_plays_an_episode(server):
     server.responder = lambda role, request: next(plan) if role == "planner" else "?"
     env = AgentFlowEnv(tasks=[TWO_HOP])
     planner = OpenAIPlanner(endpoint_for(server), env)
-    record = run_episode(env, planner, seed=0)
+    record = within(20, run_episode, env, planner, seed=0)
     planner.close()
     env.close()
     assert record.success and record.metrics["turns"] == 2

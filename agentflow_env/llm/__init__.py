@@ -1,6 +1,6 @@
 """LLM backends: an async OpenAI-compatible client, prompts, the judge, an optional vLLM engine.
 
-Imported only when an LLM backend is asked for; needs ``httpx`` (the ``llm`` extra).
+Imported only when an LLM backend is asked for; needs ``aiohttp`` (the ``llm`` extra).
 """
 
 from __future__ import annotations

@@ -16,14 +16,20 @@ import asyncio
 import json
 import os
 import random
+import sys
 import threading
 import time
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
-import aiohttp
+try:
+    import aiohttp
+except ImportError as exc:  # pragma: no cover - depends on the installed extras
+    raise ImportError(
+        'the LLM backends need aiohttp: pip install "agentflow-env[llm]" (or pip install aiohttp)'
+    ) from exc
 
 from agentflow_env.modules.base import ModuleError
 
@@ -39,6 +45,7 @@ __all__ = [
 ]
 
 Message = Mapping[str, str]
+T = TypeVar("T")
 _ENV_PREFIX = "AGENTFLOW"
 # Environment variable suffix -> LLMEndpoint field, e.g. AGENTFLOW_LLM_BASE_URL -> base_url.
 _ENV_FIELDS = {
@@ -227,15 +234,16 @@ class ChatClient:
             body["stop"] = list(stop)
         if seed is not None:
             body["seed"] = seed
-        state = self._state()
+        payload = json.dumps(body, ensure_ascii=False).encode("utf-8")  # once for all attempts
         started = time.perf_counter()
         errors: list[str] = []
         for attempt in range(ep.max_retries + 1):
             if attempt:
                 await asyncio.sleep(self._backoff(attempt))
+            state = self._state()  # per attempt: the pool may have been closed meanwhile
             try:
                 async with state.semaphore:
-                    data = await asyncio.wait_for(self._post(state.http, body), ep.timeout_s)
+                    data = await _within(ep.timeout_s, self._post(state.http, payload))
                 text, finish = _read_choice(data)
             except asyncio.TimeoutError:
                 errors.append(f"attempt {attempt + 1}: timed out after {ep.timeout_s:g}s")
@@ -258,8 +266,8 @@ class ChatClient:
             f"{ep.model} at {ep.chat_url}: {len(errors)} attempt(s) failed: " + "; ".join(errors)
         )
 
-    async def _post(self, http: aiohttp.ClientSession, body: dict[str, Any]) -> dict[str, Any]:
-        async with http.post(self.endpoint.chat_url, json=body) as response:
+    async def _post(self, http: aiohttp.ClientSession, payload: bytes) -> dict[str, Any]:
+        async with http.post(self.endpoint.chat_url, data=payload, headers=_JSON) as response:
             status = response.status
             raw = await response.read()
         text = raw.decode("utf-8", errors="replace")
@@ -304,17 +312,33 @@ class ChatClient:
 
     def _forget_closed_loops(self) -> None:
         # A state refers to its loop (semaphore, transports), so weak keys alone never expire.
-        # The session of a closed loop cannot be closed any more: detach it, drop it.
+        # A closed loop's session can no longer be closed the async way; mark its pool closed
+        # (its sockets close when collected) so it is dropped without a misleading warning.
         for loop in [loop for loop in self._states if loop.is_closed()]:
-            self._states.pop(loop).http.detach()
+            http = self._states.pop(loop).http
+            connector = http.connector
+            http.detach()
+            if connector is not None:
+                connector._close()  # sync and safe on a closed loop; close() needs the loop
 
     async def aclose(self) -> None:
-        """Close the connection pool of the running loop (others close with their loops)."""
+        """Close this client's connection pool on the running loop (other loops' are kept)."""
         loop = asyncio.get_running_loop()
         with self._lock:
             state = self._states.pop(loop, None)
         if state is not None:
             await state.http.close()
+
+
+_JSON = {"Content-Type": "application/json"}
+
+
+async def _within(timeout_s: float, coro: Coroutine[Any, Any, T]) -> T:
+    """``coro`` with a deadline (``asyncio.timeout`` where it exists: no extra task per call)."""
+    if sys.version_info >= (3, 11):
+        async with asyncio.timeout(timeout_s):
+            return await coro
+    return await asyncio.wait_for(coro, timeout_s)  # pragma: no cover - Python 3.10
 
 
 def _read_choice(data: Mapping[str, Any]) -> tuple[str, str | None]:
@@ -333,7 +357,7 @@ def _read_choice(data: Mapping[str, Any]) -> tuple[str, str | None]:
 
 _clients: dict[LLMEndpoint, ChatClient] = {}
 _every_client: weakref.WeakSet[ChatClient] = weakref.WeakSet()
-_clients_lock = threading.Lock()
+_clients_lock = threading.RLock()
 
 
 def get_client(endpoint: LLMEndpoint) -> ChatClient:

@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -121,24 +122,27 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--heads", type=int, default=4)
     parser.add_argument("--sft-demos", type=int, default=3000)
-    parser.add_argument("--sft-steps", type=int, default=250)
+    parser.add_argument("--sft-steps", type=int, default=300)
     parser.add_argument("--sft-lr", type=float, default=1e-3)
     parser.add_argument("--grpo-steps", type=int, default=80)
-    parser.add_argument("--questions-per-step", type=int, default=8)
+    parser.add_argument("--questions-per-step", type=int, default=4)
     parser.add_argument("--num-generations", type=int, default=8)
     parser.add_argument("--grpo-lr", type=float, default=1e-4)
     parser.add_argument("--temperature", type=float, default=0.7)
     parser.add_argument("--eval-episodes", type=int, default=1000)
     parser.add_argument("--curve-episodes", type=int, default=200)
-    parser.add_argument("--curve-every", type=int, default=50)
+    parser.add_argument("--curve-every", type=int, default=100)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--bf16", action="store_true", help="bf16 autocast (TRL's default; slower on most CPUs)"
+    )
     args = parser.parse_args()
 
     torch.set_num_threads(2)
     torch.manual_seed(args.seed)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    work = out / "_trainer"  # trainer scratch; nothing is saved there
+    work = Path(tempfile.mkdtemp(prefix="agentflow-trl-"))  # trainer scratch; nothing is saved
     t0 = time.time()
 
     tokenizer = to_hf_tokenizer(load_default_tokenizer())
@@ -148,20 +152,22 @@ def main() -> None:
     curve: list[dict[str, Any]] = []
     summary: dict[str, Any] = {}
 
-    def held_out(label: str) -> None:
+    def held_out(label: str, episodes: int | None = None) -> None:
         start = time.time()
-        summary[label] = evaluate(model)
+        summary[label] = evaluate(model, episodes)
         summary[label]["eval_s"] = time.time() - start
         print(f"[eval] {label}: {summary[label]}", flush=True)
 
-    held_out("initial")
+    held_out("initial", args.curve_episodes)  # untrained: every episode runs all turns (slow)
 
     # Phase 1: SFT on expert demonstrations, loss on the completion (the action) only.
     start = time.time()
     records = expert_demonstrations(
         range(SFT_SEEDS, SFT_SEEDS + args.sft_demos), ENV_KWARGS, style="minimal"
     )
-    sft_data = Dataset.from_list([{"prompt": r["prompt"], "completion": r["completion"]} for r in records])
+    sft_data = Dataset.from_list(
+        [{"prompt": r["prompt"], "completion": r["completion"]} for r in records]
+    )
     demo_s = time.time() - start
     sft_curve = CurveCallback("sft", evaluate, args.curve_episodes, args.curve_every, curve)
     sft = SFTTrainer(
@@ -178,7 +184,8 @@ def main() -> None:
             report_to=[],
             use_cpu=True,
             seed=args.seed,
-            dataset_num_proc=None,
+            gradient_checkpointing=False,
+            bf16=args.bf16,
         ),
         train_dataset=sft_data,
         processing_class=tokenizer,
@@ -195,7 +202,9 @@ def main() -> None:
     grpo_data = Dataset.from_dict(
         {"prompt": [task_prompt(GRPO_SEEDS + i) for i in range(n_questions)]}
     )
-    grpo_curve = CurveCallback("grpo", evaluate, args.curve_episodes, args.curve_every // 2, curve)
+    grpo_curve = CurveCallback(
+        "grpo", evaluate, args.curve_episodes, max(1, args.curve_every // 5), curve
+    )
     grpo = GRPOTrainer(
         model=model,
         reward_funcs=env_reward,
@@ -217,6 +226,8 @@ def main() -> None:
             use_cpu=True,
             seed=args.seed,
             shuffle_dataset=False,
+            gradient_checkpointing=False,
+            bf16=args.bf16,
         ),
         train_dataset=grpo_data,
         processing_class=tokenizer,
@@ -229,7 +240,11 @@ def main() -> None:
     held_out("after_grpo")
     curve.append({"phase": "grpo", "step": args.grpo_steps, **summary["after_grpo"]})
     train_log = [
-        {k: v for k, v in entry.items() if k in ("step", "reward", "env/success", "loss", "env/turns")}
+        {
+            k: v
+            for k, v in entry.items()
+            if k in ("step", "reward", "env/success", "loss", "env/turns")
+        }
         for entry in grpo.state.log_history
         if "reward" in entry
     ]
@@ -269,10 +284,18 @@ def plot(results: dict[str, Any], path: Path) -> None:
     sft = [p for p in results["curve"] if p["phase"] == "sft"]
     grpo = [p for p in results["curve"] if p["phase"] == "grpo"]
     offset = settings["sft_steps"]
-    ax.plot([0] + [p["step"] for p in sft], [results["held_out"]["initial"]["success"]]
-            + [p["success"] for p in sft], "o-", label="SFT (expert demos)")
-    ax.plot([offset + p["step"] for p in grpo], [p["success"] for p in grpo], "s-",
-            label="Flow-GRPO (TRL rollout_func)")
+    ax.plot(
+        [0] + [p["step"] for p in sft],
+        [results["held_out"]["initial"]["success"]] + [p["success"] for p in sft],
+        "o-",
+        label="SFT (expert demos)",
+    )
+    ax.plot(
+        [offset + p["step"] for p in grpo],
+        [p["success"] for p in grpo],
+        "s-",
+        label="Flow-GRPO (TRL rollout_func)",
+    )
     for label in ("after_sft", "after_grpo"):
         point = results["held_out"][label]
         x = offset if label == "after_sft" else offset + settings["grpo_steps"]
