@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import sys
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
@@ -31,6 +32,9 @@ class LoopRunner:
         return self._pool.submit(self._loop.run_until_complete, coro).result()
 
     def close(self) -> None:
+        client = sys.modules.get("agentflow_env.llm.client")
+        if client is not None and not self._loop.is_closed():
+            self.run(client.close_clients())  # this loop's connection pools
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None

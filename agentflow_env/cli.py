@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -21,7 +22,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = commands.add_parser("run", help="run planner episodes and print a summary")
     run.add_argument("--env", default="AgentFlow-Search-v0", help="registered environment id")
-    run.add_argument("--planner", default="expert", help="expert | random")
+    run.add_argument("--planner", default="expert", help="expert | random | openai | hf:PATH")
     run.add_argument("--episodes", type=int, default=3)
     run.add_argument("--seed", type=int, default=0, help="episode i is reset with seed + i")
     run.add_argument("--hops", type=int, default=None, help="documents each question needs")
@@ -29,6 +30,21 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--split", default="test", choices=["train", "test", "all"])
     run.add_argument("--max-turns", type=int, default=10)
     run.add_argument("--fresh-world", action="store_true", help="a new small world per episode")
+    run.add_argument("--modules", default="rule", choices=["rule", "llm"], help="frozen modules")
+    run.add_argument("--reward", default="exact_match", choices=["exact_match", "f1", "llm_judge"])
+    run.add_argument(
+        "--tokenizer", default=None, help="env tokenizer (default: bundled, or hf:PATH's)"
+    )
+    served = run.add_argument_group("served planner (--planner openai)")
+    served.add_argument(
+        "--base-url", default=None, help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1"
+    )
+    served.add_argument("--model", default=None)
+    served.add_argument("--api-key", default=None)
+    served.add_argument("--temperature", type=float, default=None)
+    local = run.add_argument_group("local planner (--planner hf:PATH)")
+    local.add_argument("--sample", action="store_true", help="sample instead of greedy decoding")
+    local.add_argument("--device", default=None, help="cpu, cuda, ... (default: cuda if available)")
     run.add_argument("--out", default=None, help="write one JSON line per episode here")
     verbosity = run.add_mutually_exclusive_group()
     verbosity.add_argument("--verbose", action="store_true", help="print every turn")
@@ -91,7 +107,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run_command(args: argparse.Namespace) -> int:
     import agentflow_env  # noqa: F401  (registers the environments)
 
-    kwargs: dict[str, Any] = {"split": args.split, "max_turns": args.max_turns}
+    kwargs: dict[str, Any] = {
+        "split": args.split,
+        "max_turns": args.max_turns,
+        "modules": args.modules,
+        "reward": args.reward,
+    }
+    tokenizer = args.tokenizer or _planner_tokenizer(args.planner)
+    if tokenizer is not None:
+        kwargs["tokenizer"] = tokenizer
     if args.hops is not None:
         kwargs["hops"] = args.hops
     if args.kinds:
@@ -99,12 +123,17 @@ def _run_command(args: argparse.Namespace) -> int:
     if args.fresh_world:
         kwargs["fresh_world"] = True
     env = gym.make(args.env, **kwargs)
-    planner = _make_planner(args.planner, env, args.seed)
+    planner = _make_planner(args, env)
     show_turns = args.verbose or (not args.quiet and args.episodes <= 5)
     records: list[EpisodeRecord] = []
     out = open(args.out, "w", encoding="utf-8") if args.out else None  # noqa: SIM115
     try:
-        bar = tqdm(range(args.episodes), desc=f"{args.planner} planner", disable=show_turns or args.quiet, file=sys.stderr)
+        bar = tqdm(
+            range(args.episodes),
+            desc=f"{args.planner} planner",
+            disable=show_turns or args.quiet,
+            file=sys.stderr,
+        )
         for index in bar:
             record = run_episode(env, planner, seed=args.seed + index)
             records.append(record)
@@ -116,6 +145,9 @@ def _run_command(args: argparse.Namespace) -> int:
     finally:
         if out is not None:
             out.close()
+        close_planner = getattr(planner, "close", None)
+        if callable(close_planner):
+            close_planner()
         env.close()
     summary = summarize(records)
     print(
@@ -126,14 +158,39 @@ def _run_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def _make_planner(name: str, env: gym.Env, seed: int) -> Any:
+def _make_planner(args: argparse.Namespace, env: gym.Env) -> Any:
     from agentflow_env.planners import ExpertPlanner, RandomPlanner
 
+    name = args.planner
     if name == "expert":
         return ExpertPlanner(env)
     if name == "random":
-        return RandomPlanner(env, seed=seed)
-    raise SystemExit(f"unknown planner {name!r}: choose expert or random")
+        return RandomPlanner(env, seed=args.seed)
+    if name == "openai":
+        from agentflow_env.llm import LLMEndpoint
+        from agentflow_env.llm_planners import OpenAIPlanner
+
+        overrides = {"base_url": args.base_url, "model": args.model, "api_key": args.api_key}
+        endpoint = LLMEndpoint.from_env(
+            "planner", **{k: v for k, v in overrides.items() if v is not None}
+        )
+        return OpenAIPlanner(endpoint, env, temperature=args.temperature)
+    if name.startswith("hf:"):
+        from agentflow_env.llm_planners import HFPlanner
+
+        return HFPlanner(name[3:], do_sample=args.sample, seed=args.seed, device=args.device)
+    raise SystemExit(f"unknown planner {name!r}: choose expert, random, openai or hf:PATH")
+
+
+def _planner_tokenizer(planner: str) -> str | None:
+    """A local model's own tokenizer, when its directory has one (its ids must match the env's)."""
+    if not planner.startswith("hf:"):
+        return None
+    path = Path(planner[3:])
+    has_tokenizer = (path / "tokenizer.json").is_file() or (
+        path / "tokenizer_config.json"
+    ).is_file()
+    return str(path) if has_tokenizer else None
 
 
 def _print_episode(record: EpisodeRecord) -> None:

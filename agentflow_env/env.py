@@ -20,7 +20,7 @@ from agentflow_env.modules import Modules, build_modules
 from agentflow_env.render import render_episode
 from agentflow_env.retrieval.corpus import Corpus
 from agentflow_env.rewards import RewardConfig
-from agentflow_env.session import EpisodeOverError, Session, SessionConfig
+from agentflow_env.session import AnswerJudge, EpisodeOverError, Session, SessionConfig
 from agentflow_env.spaces import AnyText, TokenIds
 from agentflow_env.tasks.base import Task, TaskSource
 from agentflow_env.tasks.sources import ListTaskSource, dataset_source, synthetic_source
@@ -55,10 +55,14 @@ class AgentFlowEnv(gym.Env[dict[str, Any], str]):
         retriever_url: a Search-R1 ``/retrieve`` server for the Search tool instead of a local
             index (``agentflow-env serve-retriever``), shared by many rollout workers.
         tools: tool names (from the registry) or ``Tool`` objects.
-        modules: ``"rule"`` (offline default), a per-role mapping, or a ``Modules`` bundle.
+        modules: ``"rule"`` (offline default), ``"llm"``, a per-role mapping (e.g.
+            ``{"verifier": "llm"}``), or a ``Modules`` bundle; ``llm_endpoint`` serves the LLM
+            roles (an ``LLMEndpoint``, or a mapping role -> endpoint; default: the
+            ``AGENTFLOW_LLM_*`` / ``AGENTFLOW_<ROLE>_*`` environment variables).
         max_turns: planner turns before the episode is truncated (AgentFlow evaluates with 10).
-        reward: ``"exact_match"`` (default) or ``"f1"``; ``lambda_*`` subtract costs per tool
-            call, per action token and per invalid action.
+        reward: ``"exact_match"`` (default), ``"f1"`` or ``"llm_judge"`` (``judge``, default an
+            ``LLMJudge`` on ``AGENTFLOW_JUDGE_*`` / ``AGENTFLOW_LLM_*``); ``lambda_*`` subtract
+            costs per tool call, per action token and per invalid action.
         tokenizer: the package's bundled byte-level BPE (default), a ``ChatTokenizer``, a Hugging
             Face tokenizer, a local path, or a hub name already in the local cache.
         prompt_style: ``"full"`` (AgentFlow-like prompt with tool cards) or ``"compact"``.
@@ -90,6 +94,8 @@ class AgentFlowEnv(gym.Env[dict[str, Any], str]):
         index_cache_dir: str | os.PathLike[str] | None = None,
         tools: Sequence[str | Tool] = DEFAULT_TOOLS,
         modules: str | Mapping[str, object] | Modules = "rule",
+        llm_endpoint: Any = None,
+        judge: AnswerJudge | None = None,
         max_turns: int = 10,
         reward: str = "exact_match",
         lambda_calls: float = 0.0,
@@ -134,7 +140,11 @@ class AgentFlowEnv(gym.Env[dict[str, Any], str]):
             fresh_world=fresh_world,
         )
         self.tools = ToolSet([_tool(t, retriever_url) for t in tools])
-        self.modules = build_modules(modules)
+        self.modules = build_modules(modules, endpoint=llm_endpoint)
+        if reward == "llm_judge" and judge is None:
+            from agentflow_env.llm import LLMEndpoint, LLMJudge
+
+            judge = LLMJudge(LLMEndpoint.from_env("judge"))
         self.tokenizer: ChatTokenizer = resolve_tokenizer(tokenizer)
         self.session_config = SessionConfig(
             max_turns=max_turns,
@@ -146,6 +156,7 @@ class AgentFlowEnv(gym.Env[dict[str, Any], str]):
             max_action_tokens=max_action_tokens,
             max_prompt_tokens=max_prompt_tokens,
             max_total_tokens=max_total_tokens,
+            judge=judge,
         )
         self.observation_space = spaces.Dict(
             {"text": AnyText(), "token_ids": TokenIds(self.tokenizer.vocab_size)}

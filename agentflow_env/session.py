@@ -277,7 +277,12 @@ class Session:
             self._module_failed(turn, "verifier", exc)
             return "ERROR", self.memory.open_questions(), (f"verifier failed: {exc}",)
         self.memory.log(
-            "verification", turn, stop=verdict.stop, rationale=verdict.rationale, raw=verdict.raw
+            "verification",
+            turn,
+            stop=verdict.stop,
+            rationale=verdict.rationale,
+            raw=verdict.raw,
+            meta=dict(getattr(verdict, "meta", None) or {}),
         )
         return ("STOP" if verdict.stop else "CONTINUE"), tuple(verdict.open_questions), ()
 
@@ -356,7 +361,14 @@ class Session:
         reward = terminal_reward(score, metrics, self.config.reward)
         success = self._is_correct(final.answer)
         self.memory.log(
-            "final", self.turn, answer=final.answer, text=final.text, score=score, reward=reward
+            "final",
+            self.turn,
+            answer=final.answer,
+            text=final.text,
+            raw=final.raw,
+            extra=dict(final.extra),
+            score=score,
+            reward=reward,
         )
         self.end_info = {
             "answer": final.answer,

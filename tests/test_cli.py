@@ -51,3 +51,47 @@ def test_verbose_run_prints_turns_and_writes_jsonl(capsys, tmp_path):
     assert len(lines) == 2
     assert all(line["success"] and line["memory"] and line["actions"] for line in lines)
     assert lines[0]["seed"] == 0 and lines[1]["seed"] == 1
+
+
+def test_served_planner_and_llm_modules_from_the_command_line(capsys, monkeypatch):
+    from fake_openai_server import FakeOpenAIServer, generic_responder
+
+    with FakeOpenAIServer(generic_responder(stop_after=2)) as server:
+        monkeypatch.setenv("AGENTFLOW_LLM_BASE_URL", server.base_url)
+        monkeypatch.setenv("AGENTFLOW_LLM_MODEL", "fake")
+        rate, out = run_cli(
+            capsys,
+            *("--planner", "openai", "--base-url", server.base_url, "--model", "fake"),
+            *("--modules", "llm", "--episodes", "1", "--hops", "1", "--max-turns", "3"),
+        )
+        roles = set(server.roles())
+    assert {"planner", "initializer", "executor", "verifier", "generalist"} <= roles
+    assert "Turn 2 | Search | STOP" in out  # the served verifier stopped after two steps
+    assert rate == 0.0  # the scripted generalist answers "unknown"
+
+
+def test_local_hf_planner_from_the_command_line(capsys, tmp_path):
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from agentflow_env.tokens import load_default_tokenizer, to_hf_tokenizer
+
+    tokenizer = load_default_tokenizer()
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        tie_word_embeddings=True,
+    )
+    transformers.LlamaForCausalLM(config).save_pretrained(tmp_path)
+    to_hf_tokenizer(tokenizer).save_pretrained(tmp_path)
+    rate, out = run_cli(
+        capsys, "--planner", f"hf:{tmp_path}", "--episodes", "1", "--max-turns", "2", "--verbose"
+    )
+    assert rate == 0.0  # an untrained model
+    assert "Turn 2 |" in out
