@@ -17,6 +17,7 @@ from gymnasium import spaces
 from agentflow_env._async import LoopRunner
 from agentflow_env.hf_tokens import resolve_tokenizer
 from agentflow_env.modules import Modules, build_modules
+from agentflow_env.observations import PromptEncoder
 from agentflow_env.render import render_episode
 from agentflow_env.retrieval.corpus import Corpus
 from agentflow_env.rewards import RewardConfig
@@ -146,6 +147,7 @@ class AgentFlowEnv(gym.Env[dict[str, Any], str]):
 
             judge = LLMJudge(LLMEndpoint.from_env("judge"))
         self.tokenizer: ChatTokenizer = resolve_tokenizer(tokenizer)
+        self.prompt_encoder = PromptEncoder(self.tokenizer)
         self.session_config = SessionConfig(
             max_turns=max_turns,
             reward=RewardConfig(reward, lambda_calls, lambda_tokens, lambda_errors),
@@ -231,6 +233,7 @@ class AgentFlowEnv(gym.Env[dict[str, Any], str]):
             tokenizer=self.tokenizer,
             config=self.session_config,
             seed=seed,
+            prompt_encoder=self.prompt_encoder,
         )
 
     @property

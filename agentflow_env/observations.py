@@ -23,10 +23,45 @@ class Observation:
         return {"text": self.text, "token_ids": np.asarray(self.token_ids, dtype=np.int64)}
 
 
-def render_prompt(tokenizer: ChatTokenizer, messages: Sequence[Message]) -> Observation:
-    """A structured-mode prompt: the whole conversation rendered and tokenized."""
-    text = tokenizer.render_chat(messages, add_generation_prompt=True)
-    return Observation(text, tokenizer.encode(text))
+class PromptEncoder:
+    """Renders and tokenizes structured prompts, encoding a repeated first message only once.
+
+    The system message (instructions, tool cards) is the same on every turn of every episode
+    and is most of the prompt. Its ids are reused when encoding it apart gives exactly the ids of
+    encoding the whole prompt; that is checked once per distinct first message, so the ids
+    always equal ``tokenizer.encode(text)``.
+    """
+
+    def __init__(self, tokenizer: ChatTokenizer, max_cached: int = 64) -> None:
+        self.tokenizer = tokenizer
+        self.max_cached = max_cached
+        self._prefixes: dict[str, tuple[str, list[int]] | None] = {}
+
+    def render(self, messages: Sequence[Message]) -> Observation:
+        text = self.tokenizer.render_chat(messages, add_generation_prompt=True)
+        if not messages:
+            return Observation(text, self.tokenizer.encode(text))
+        key = messages[0]["role"] + "\x00" + messages[0]["content"]
+        if key not in self._prefixes:
+            return Observation(text, self._learn(key, messages[0], text))
+        cached = self._prefixes[key]
+        if cached is None or not text.startswith(cached[0]):
+            return Observation(text, self.tokenizer.encode(text))
+        prefix, prefix_ids = cached
+        return Observation(text, prefix_ids + self.tokenizer.encode(text[len(prefix) :]))
+
+    def _learn(self, key: str, first: Message, text: str) -> list[int]:
+        ids = self.tokenizer.encode(text)
+        prefix = self.tokenizer.render_chat([first], add_generation_prompt=False)
+        usable = None
+        if text.startswith(prefix):
+            prefix_ids = self.tokenizer.encode(prefix)
+            if prefix_ids + self.tokenizer.encode(text[len(prefix) :]) == ids:
+                usable = (prefix, prefix_ids)
+        if len(self._prefixes) >= self.max_cached:
+            self._prefixes.pop(next(iter(self._prefixes)))
+        self._prefixes[key] = usable
+        return ids
 
 
 def grow_prompt(

@@ -16,7 +16,7 @@ from agentflow_env.action_input import ActionInput, read_action
 from agentflow_env.actions import ActionParseError, PlannerAction, parse_planner_action
 from agentflow_env.memory import Memory, MemoryEntry, QueryAnalysis
 from agentflow_env.modules.base import FinalAnswer, Modules
-from agentflow_env.observations import Observation, grow_prompt, render_prompt
+from agentflow_env.observations import Observation, PromptEncoder, grow_prompt
 from agentflow_env.prompts import planner_messages, step_feedback
 from agentflow_env.rewards import RewardConfig, answer_score, terminal_reward
 from agentflow_env.tasks.base import Task
@@ -101,11 +101,13 @@ class Session:
         tokenizer: ChatTokenizer,
         config: SessionConfig | None = None,
         seed: int | None = None,
+        prompt_encoder: PromptEncoder | None = None,
     ) -> None:
         self.task = task
         self.tools = tools
         self.modules = modules
         self.tokenizer = tokenizer
+        self.prompt_encoder = prompt_encoder or PromptEncoder(tokenizer)
         self.config = config or SessionConfig()
         self.memory = Memory(task.question)
         self.tool_context = ToolContext(corpus=task.corpus, seed=seed)
@@ -417,7 +419,7 @@ class Session:
         )
 
     def _render_observation(self) -> Observation:
-        return render_prompt(self.tokenizer, self.messages())
+        return self.prompt_encoder.render(self.messages())
 
     def _next_observation(
         self, prompt: Observation, read: ActionInput

@@ -173,3 +173,44 @@ def test_observation_ids_are_int64_arrays_in_flat_mode():
     assert isinstance(obs["token_ids"], np.ndarray) and obs["token_ids"].dtype == np.int64
     assert env.observation_space.contains(obs)
     env.close()
+
+
+@pytest.mark.parametrize("which", ["bundled", "other"])
+def test_prompt_encoder_ids_equal_a_full_encode(which, other_tokenizer):
+    tokenizer = None if which == "bundled" else other_tokenizer
+    env = gym.make("AgentFlow-Search-v0", tokenizer=tokenizer, max_turns=4)
+    tok = env.unwrapped.tokenizer
+    for seed in range(20):
+        obs, info = env.reset(seed=seed)
+        done = False
+        while not done:
+            assert obs["token_ids"].tolist() == tok.encode(obs["text"])
+            obs, _, terminated, truncated, info = env.step("Context: zz\nTool Name: Search")
+            done = terminated or truncated
+    env.close()
+
+
+class _WholeTextTokenizer:
+    """Encodes a whole text as one id: splitting it anywhere changes the ids."""
+
+    name, vocab_size, eos_token_id, pad_token_id = "whole", 10**6, 0, 0
+
+    def encode(self, text):
+        return [len(text) % self.vocab_size]
+
+    def decode(self, ids):
+        return "?"
+
+    def render_chat(self, messages, add_generation_prompt=True):
+        body = "".join(f"[{m['role']}]{m['content']}" for m in messages)
+        return body + ("[assistant]" if add_generation_prompt else "")
+
+
+def test_prompt_encoder_falls_back_when_splitting_changes_ids():
+    from agentflow_env.observations import PromptEncoder
+
+    encoder = PromptEncoder(_WholeTextTokenizer())
+    messages = [{"role": "system", "content": "tools"}, {"role": "user", "content": "q"}]
+    for _ in range(2):
+        observation = encoder.render(messages)
+        assert observation.token_ids == [len(observation.text)]
