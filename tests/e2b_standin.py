@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from agentflow_env.tools.python_sandbox import SandboxLimits, run_python
+from agentflow_env.tools.sandbox import SandboxLimits, run_python
 
 E2B_DEBUG_PORT = 49999
 

@@ -29,7 +29,9 @@ def test_turn_normalisation_weighs_long_trajectories_more():
     got = flow_grpo_advantages([1, 0], [3, 1], normalize="turn")
     assert got == pytest.approx([0.25 / (0.5 + 1e-9), -0.75 / (0.5 + 1e-9)], rel=1e-12)
     # Per trajectory the same rewards give symmetric advantages.
-    assert flow_grpo_advantages([1, 0]) == pytest.approx([0.5 / math.sqrt(0.5), -0.5 / math.sqrt(0.5)])
+    assert flow_grpo_advantages([1, 0]) == pytest.approx(
+        [0.5 / math.sqrt(0.5), -0.5 / math.sqrt(0.5)]
+    )
 
 
 @pytest.mark.parametrize("rewards", [[1, 1, 1, 1], [0, 0], [0.3], [-2.0, -2.0, -2.0]])

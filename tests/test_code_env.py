@@ -39,7 +39,7 @@ from agentflow_env.tasks.code import (
 from agentflow_env.tasks.code.source import fixed_world
 from agentflow_env.tasks.synthetic.sampling import walk
 from agentflow_env.tools.calculator import CalculatorTool
-from agentflow_env.tools.python_sandbox import PythonTool
+from agentflow_env.tools.python_tool import PythonTool
 from agentflow_env.tools.search import SearchTool
 
 # What a planner might write for any make-24 puzzle (run by the Python tool, not here).

@@ -18,8 +18,9 @@ from e2b_standin import E2B_DEBUG_PORT, Script, StandIn  # noqa: E402
 
 from agentflow_env.tools.base import ToolContext, ToolResult  # noqa: E402
 from agentflow_env.tools.e2b_sandbox import E2BSandbox  # noqa: E402
-from agentflow_env.tools.python_sandbox import PythonTool, SandboxLimits  # noqa: E402
+from agentflow_env.tools.python_tool import PythonTool  # noqa: E402
 from agentflow_env.tools.runner import run_tool  # noqa: E402
+from agentflow_env.tools.sandbox import SandboxLimits  # noqa: E402
 
 pytest.importorskip("e2b_code_interpreter", reason="the e2b extra is not installed")
 
@@ -210,7 +211,7 @@ def test_missing_package_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> No
 
 def test_core_import_does_not_load_e2b() -> None:
     code = (
-        "import sys, agentflow_env.tools.python_sandbox\n"
+        "import sys, agentflow_env.tools.python_tool\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('e2b', 'e2b_code_interpreter')))"
     )
     completed = subprocess.run(

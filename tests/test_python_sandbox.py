@@ -18,18 +18,17 @@ from typing import Any
 import pytest
 
 from agentflow_env.tools.base import ToolContext, ToolResult
-from agentflow_env.tools.python_sandbox import (
+from agentflow_env.tools.python_tool import PythonTool, extract_code
+from agentflow_env.tools.registry import make_tool
+from agentflow_env.tools.runner import run_tool
+from agentflow_env.tools.sandbox import (
     KILLED_CPU,
     PER_CALL_UID,
-    PythonTool,
     SandboxLimits,
-    extract_code,
     run_python,
     sandbox_support,
     sandbox_uid_range,
 )
-from agentflow_env.tools.registry import make_tool
-from agentflow_env.tools.runner import run_tool
 
 LIMITS = SandboxLimits(timeout_s=1.5, cpu_s=5, max_output_bytes=64 * 1024)
 SUPPORT = sandbox_support(LIMITS)

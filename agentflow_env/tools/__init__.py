@@ -11,7 +11,7 @@ from agentflow_env.tools.base import (
     ToolResult,
 )
 from agentflow_env.tools.calculator import CalculatorError, CalculatorTool, evaluate_expression
-from agentflow_env.tools.python_sandbox import PythonTool, SandboxLimits, run_python
+from agentflow_env.tools.python_tool import PythonTool
 from agentflow_env.tools.registry import (
     ToolSet,
     canonical_tool_name,
@@ -19,6 +19,7 @@ from agentflow_env.tools.registry import (
     register_tool,
     registered_tools,
 )
+from agentflow_env.tools.sandbox import SandboxLimits, run_python
 from agentflow_env.tools.search import SearchTool
 
 register_tool("Search", SearchTool, overwrite=True)

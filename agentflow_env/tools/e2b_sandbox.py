@@ -15,7 +15,7 @@ import re
 import time
 from typing import Any
 
-from agentflow_env.tools.python_sandbox import (
+from agentflow_env.tools.sandbox import (
     KILLED_OUTPUT,
     KILLED_TIMEOUT,
     SandboxError,

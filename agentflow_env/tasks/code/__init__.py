@@ -38,7 +38,7 @@ def make_code_env(
     **env_kwargs: Any,
 ) -> AgentFlowEnv:
     """An ``AgentFlowEnv`` over a ``CodeTaskSource`` (the ``AgentFlow-Code-v0`` entry point)."""
-    import agentflow_env.tools.python_sandbox  # noqa: F401  (registers the "Python" tool)
+    import agentflow_env.tools.python_tool  # noqa: F401  (registers the "Python" tool)
     from agentflow_env.env import AgentFlowEnv
 
     source = CodeTaskSource(seed=seed, kinds=kinds, split=split, fresh_world=fresh_world)
