@@ -40,3 +40,29 @@ def llama_style_hf_tokenizer() -> Any:
         eos_token="<|eot_id|>",
         chat_template=LLAMA_STYLE_TEMPLATE,
     )
+
+
+@pytest.fixture
+def tiny_llama_dir(tmp_path: Any) -> Any:
+    """A randomly initialised one-layer Llama saved with the bundled tokenizer (no downloads)."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from agentflow_env.tokens import load_default_tokenizer, to_hf_tokenizer
+
+    tokenizer = load_default_tokenizer()
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=8192,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        tie_word_embeddings=True,
+    )
+    transformers.LlamaForCausalLM(config).save_pretrained(tmp_path)
+    to_hf_tokenizer(tokenizer).save_pretrained(tmp_path)
+    return tmp_path

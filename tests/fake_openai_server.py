@@ -21,9 +21,9 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from aiohttp import web
 
@@ -34,6 +34,22 @@ ROLE_MARKERS = {
     "final answer writer": "generalist",
     "answer judge": "judge",
 }
+
+
+T = TypeVar("T")
+
+
+def bounded(coro: Coroutine[Any, Any, T], timeout_s: float = 20.0) -> T:
+    """Run ``coro`` on a fresh loop, failing instead of hanging; close LLM clients after."""
+    from agentflow_env.llm import close_clients
+
+    async def run() -> T:
+        try:
+            return await asyncio.wait_for(coro, timeout_s)
+        finally:
+            await close_clients()
+
+    return asyncio.run(run())
 
 
 @dataclass(frozen=True)

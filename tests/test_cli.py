@@ -70,28 +70,16 @@ def test_served_planner_and_llm_modules_from_the_command_line(capsys, monkeypatc
     assert rate == 0.0  # the scripted generalist answers "unknown"
 
 
-def test_local_hf_planner_from_the_command_line(capsys, tmp_path):
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
-    from agentflow_env.tokens import load_default_tokenizer, to_hf_tokenizer
-
-    tokenizer = load_default_tokenizer()
-    torch.manual_seed(0)
-    config = transformers.LlamaConfig(
-        vocab_size=tokenizer.vocab_size,
-        hidden_size=16,
-        intermediate_size=32,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-        tie_word_embeddings=True,
-    )
-    transformers.LlamaForCausalLM(config).save_pretrained(tmp_path)
-    to_hf_tokenizer(tokenizer).save_pretrained(tmp_path)
+def test_local_hf_planner_from_the_command_line(capsys, tiny_llama_dir):
     rate, out = run_cli(
-        capsys, "--planner", f"hf:{tmp_path}", "--episodes", "1", "--max-turns", "2", "--verbose"
+        capsys,
+        "--planner",
+        f"hf:{tiny_llama_dir}",
+        "--episodes",
+        "1",
+        "--max-turns",
+        "2",
+        "--verbose",
     )
     assert rate == 0.0  # an untrained model
     assert "Turn 2 |" in out

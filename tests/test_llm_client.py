@@ -7,32 +7,20 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Coroutine, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from fake_openai_server import FakeOpenAIServer, Reply  # noqa: E402
+from fake_openai_server import FakeOpenAIServer, Reply, bounded  # noqa: E402
 
-from agentflow_env.llm import ChatClient, LLMEndpoint, LLMError, close_clients, get_client  # noqa: E402
+from agentflow_env.llm import ChatClient, LLMEndpoint, LLMError, get_client  # noqa: E402
 from agentflow_env.modules import ModuleError  # noqa: E402
 
 T = TypeVar("T")
 MESSAGES = [{"role": "system", "content": "You are a planner."}, {"role": "user", "content": "hi"}]
-
-
-def bounded(coro: Coroutine[Any, Any, T], timeout_s: float = 15.0) -> T:
-    """Run ``coro`` on a fresh loop; fail instead of hanging."""
-
-    async def run() -> T:
-        try:
-            return await asyncio.wait_for(coro, timeout_s)
-        finally:
-            await close_clients()
-
-    return asyncio.run(run())
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import sys
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -13,12 +13,12 @@ import gymnasium as gym
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from fake_openai_server import FakeOpenAIServer, Reply, generic_responder, task_responder  # noqa: E402
+from fake_openai_server import FakeOpenAIServer, Reply, bounded, generic_responder, task_responder  # noqa: E402
 
 from agentflow_env.actions import PlannerAction, format_planner_action  # noqa: E402
 from agentflow_env.env import AgentFlowEnv  # noqa: E402
 from agentflow_env.episodes import run_episode  # noqa: E402
-from agentflow_env.llm import LLMEndpoint, LLMJudge, close_clients  # noqa: E402
+from agentflow_env.llm import LLMEndpoint, LLMJudge  # noqa: E402
 from agentflow_env.llm.prompts import (  # noqa: E402
     extract_short_answer,
     parse_json_objects,
@@ -79,16 +79,6 @@ def within(timeout_s: float, fn: Callable[..., T], *args: Any, **kwargs: Any) ->
     """Run a synchronous call (a whole episode) in a worker thread; fail instead of hanging."""
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
         return pool.submit(fn, *args, **kwargs).result(timeout=timeout_s)
-
-
-def bounded(coro: Coroutine[Any, Any, T], timeout_s: float = 20.0) -> T:
-    async def run() -> T:
-        try:
-            return await asyncio.wait_for(coro, timeout_s)
-        finally:
-            await close_clients()
-
-    return asyncio.run(run())
 
 
 @pytest.fixture
@@ -443,28 +433,10 @@ def test_openai_planner_plays_an_episode(server):
     ]
 
 
-def test_hf_planner_returns_token_ids_the_env_keeps(tmp_path):
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
+def test_hf_planner_returns_token_ids_the_env_keeps(tiny_llama_dir):
     from agentflow_env.llm_planners import HFPlanner
-    from agentflow_env.tokens import load_default_tokenizer, to_hf_tokenizer
 
-    tokenizer = load_default_tokenizer()
-    torch.manual_seed(0)
-    config = transformers.LlamaConfig(
-        vocab_size=tokenizer.vocab_size,
-        hidden_size=16,
-        intermediate_size=32,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-        max_position_embeddings=8192,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-    )
-    transformers.LlamaForCausalLM(config).save_pretrained(tmp_path)
-    to_hf_tokenizer(tokenizer).save_pretrained(tmp_path)
-    planner = HFPlanner(str(tmp_path), max_new_tokens=8, device="cpu", do_sample=True, seed=0)
+    planner = HFPlanner(str(tiny_llama_dir), max_new_tokens=8, device="cpu", do_sample=True, seed=0)
     env = gym.make("AgentFlow-Search-v0", tasks=[ONE_HOP], max_turns=1)
     observation, info = env.reset(seed=0)
     action = planner.act(observation, info)
