@@ -122,16 +122,16 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--heads", type=int, default=4)
     parser.add_argument("--sft-demos", type=int, default=3000)
-    parser.add_argument("--sft-steps", type=int, default=300)
+    parser.add_argument("--sft-steps", type=int, default=550)
     parser.add_argument("--sft-lr", type=float, default=1e-3)
     parser.add_argument("--grpo-steps", type=int, default=80)
-    parser.add_argument("--questions-per-step", type=int, default=4)
+    parser.add_argument("--questions-per-step", type=int, default=8)
     parser.add_argument("--num-generations", type=int, default=8)
     parser.add_argument("--grpo-lr", type=float, default=1e-4)
     parser.add_argument("--temperature", type=float, default=0.7)
     parser.add_argument("--eval-episodes", type=int, default=1000)
     parser.add_argument("--curve-episodes", type=int, default=200)
-    parser.add_argument("--curve-every", type=int, default=100)
+    parser.add_argument("--curve-every", type=int, default=150)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--bf16", action="store_true", help="bf16 autocast (TRL's default; slower on most CPUs)"
@@ -194,7 +194,6 @@ def main() -> None:
     sft.train()
     sft_s = time.time() - start
     held_out("after_sft")
-    sft_curve.curve.append({"phase": "sft", "step": args.sft_steps, **summary["after_sft"]})
 
     # Phase 2: Flow-GRPO through the adapter (trajectory-level group-normalised reward).
     start = time.time()
@@ -238,7 +237,6 @@ def main() -> None:
     grpo.train()
     grpo_s = time.time() - start
     held_out("after_grpo")
-    curve.append({"phase": "grpo", "step": args.grpo_steps, **summary["after_grpo"]})
     train_log = [
         {
             k: v
@@ -281,8 +279,10 @@ def plot(results: dict[str, Any], path: Path) -> None:
 
     settings = results["settings"]
     fig, ax = plt.subplots(figsize=(7, 4))
-    sft = [p for p in results["curve"] if p["phase"] == "sft"]
-    grpo = [p for p in results["curve"] if p["phase"] == "grpo"]
+    # Lines: the curve subset only; stars: the full held-out set (compare stars with stars).
+    subset = [p for p in results["curve"] if p["episodes"] == settings["curve_episodes"]]
+    sft = [p for p in subset if p["phase"] == "sft"]
+    grpo = [p for p in subset if p["phase"] == "grpo"]
     offset = settings["sft_steps"]
     ax.plot(
         [0] + [p["step"] for p in sft],
