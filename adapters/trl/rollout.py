@@ -9,8 +9,8 @@ Load it by path (``adapters/`` is not an installed package)::
     trainer = GRPOTrainer(model, reward_funcs=env_reward, train_dataset=dataset,
                           rollout_func=make_rollout_func({"hops": 1, "fresh_world": True}), ...)
 
-Each dataset prompt is a task spec (``task_prompt``: a JSON object with the episode seed and env
-kwargs). TRL's sampler repeats each prompt ``num_generations`` times; every copy runs the same
+Each dataset prompt is a task spec (``task_prompt``: a ``TaskSpec`` JSON with the episode seed and
+env kwargs). TRL's sampler repeats each prompt ``num_generations`` times; every copy runs the same
 task (same seed, so the same world and question), which is what Flow-GRPO's group needs. An
 episode runs in flat observation mode, so the whole trajectory is one sequence: the first prompt
 is ``prompt_ids``; planner actions and environment feedback alternate in ``completion_ids``;
@@ -35,6 +35,7 @@ import torch
 
 from agentflow_env.env import AgentFlowEnv
 from agentflow_env.tasks.base import Task
+from agentflow_env.tasks.spec import TaskSpec, TaskSpecError, env_kwargs_from_json
 
 DEFAULT_ENV_KWARGS: dict[str, Any] = {
     "hops": 1,
@@ -46,14 +47,17 @@ DEFAULT_ENV_KWARGS: dict[str, Any] = {
 
 
 def task_prompt(seed: int, **env_kwargs: Any) -> str:
-    """A dataset prompt naming one task: the episode seed plus env kwargs (over the defaults)."""
-    return json.dumps({"seed": int(seed), "env": env_kwargs}, sort_keys=True)
+    """A dataset prompt naming one task: a ``TaskSpec`` (the label format the OpenRLHF adapter
+    uses too) with the episode seed and env kwargs (over the rollout's defaults)."""
+    return TaskSpec(env_id=None, env_kwargs=env_kwargs, seed=int(seed)).to_json()
 
 
 def parse_task_prompt(prompt: Any) -> tuple[int, dict[str, Any]]:
     """``(seed, env kwargs)`` from a ``task_prompt`` string (or an already-decoded dict)."""
-    spec = json.loads(prompt) if isinstance(prompt, str) else dict(prompt)
-    return int(spec["seed"]), dict(spec.get("env", {}))
+    spec = TaskSpec.from_json(prompt)
+    if spec.seed is None:
+        raise TaskSpecError(f"a TRL task prompt names an episode seed, got {prompt!r:.120}")
+    return spec.seed, env_kwargs_from_json(spec.env_kwargs)
 
 
 # -- generation backends ---------------------------------------------------------------------
