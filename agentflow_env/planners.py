@@ -5,7 +5,6 @@ Both expose ``act(observation, info) -> str`` and work on the env that ``gym.mak
 
 from __future__ import annotations
 
-import functools
 import re
 from typing import Any
 
@@ -69,7 +68,16 @@ class RandomPlanner:
         )
 
 
-@functools.lru_cache(maxsize=64)
+_VOCABULARIES: dict[str, tuple[str, ...]] = {}
+
+
 def _vocabulary(corpus: Corpus) -> tuple[str, ...]:
+    """The corpus's words, cached by ``corpus_id`` (hashing a whole corpus per act would not be)."""
+    cached = _VOCABULARIES.get(corpus.corpus_id)
+    if cached is not None:
+        return cached
+    if len(_VOCABULARIES) >= 64:
+        _VOCABULARIES.pop(next(iter(_VOCABULARIES)))
     words = {w for doc in corpus.documents for w in re.findall(r"\w+", doc.contents)}
-    return tuple(sorted(words))
+    _VOCABULARIES[corpus.corpus_id] = tuple(sorted(words))
+    return _VOCABULARIES[corpus.corpus_id]
