@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import sys
+import weakref
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
@@ -21,6 +22,8 @@ class LoopRunner:
     def __init__(self) -> None:
         self._loop = asyncio.new_event_loop()
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        # An env that is dropped without close() still releases its loop when collected.
+        self._finalizer = weakref.finalize(self, _close_loop, self._loop)
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
         try:
@@ -38,5 +41,9 @@ class LoopRunner:
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None
-        if not self._loop.is_closed():
-            self._loop.close()
+        self._finalizer()
+
+
+def _close_loop(loop: asyncio.AbstractEventLoop) -> None:
+    if not loop.is_closed() and not loop.is_running():
+        loop.close()

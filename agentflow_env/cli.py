@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
+import os
+import socket
 import sys
+import urllib.parse
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import gymnasium as gym
 from tqdm import tqdm
@@ -16,39 +20,109 @@ from agentflow_env.episodes import EpisodeRecord, run_episode, summarize
 from agentflow_env.render import render_turn
 
 
+class UsageError(Exception):
+    """A mistake on the command line: reported as one line on stderr, without a traceback."""
+
+
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows each option's default, except empty ones (``None``, ``False``)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default is None or action.default is False:
+            return action.help
+        return super()._get_help_string(action)
+
+
+class _Parser(argparse.ArgumentParser):
+    """Argument errors as one line (what is wrong, and where the usage is), exit status 2."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return value
+
+
+PLANNERS = "expert | random | openai | hf:PATH"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="agentflow-env", description=__doc__)
+    parser = _Parser(prog="agentflow-env", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
 
-    run = commands.add_parser("run", help="run planner episodes and print a summary")
+    run = commands.add_parser(
+        "run", help="run planner episodes and print a summary", description="Run planner episodes."
+    )
     run.add_argument("--env", default="AgentFlow-Search-v0", help="registered environment id")
-    run.add_argument("--planner", default="expert", help="expert | random | openai | hf:PATH")
-    run.add_argument("--episodes", type=int, default=3)
+    run.add_argument("--planner", default="expert", help=PLANNERS)
+    run.add_argument("--episodes", type=_positive_int, default=3, help="episodes to run")
     run.add_argument("--seed", type=int, default=0, help="episode i is reset with seed + i")
-    run.add_argument("--hops", type=int, default=None, help="documents each question needs")
-    run.add_argument("--kinds", default=None, help="comma-separated: bridge,comparison,arithmetic")
-    run.add_argument("--split", default="test", choices=["train", "test", "all"])
-    run.add_argument("--max-turns", type=int, default=10)
+    run.add_argument(
+        "--hops", type=int, default=None, help="documents each question needs (default: any)"
+    )
+    run.add_argument(
+        "--kinds",
+        default=None,
+        help="comma-separated question kinds, e.g. bridge,comparison,arithmetic (Search) or "
+        "make24,fact_math,compute (Code) (default: all)",
+    )
+    run.add_argument("--split", default="test", choices=["train", "test"], help="task split")
+    run.add_argument(
+        "--max-turns", type=_positive_int, default=10, help="planner turns per episode"
+    )
     run.add_argument("--fresh-world", action="store_true", help="a new small world per episode")
     run.add_argument("--modules", default="rule", choices=["rule", "llm"], help="frozen modules")
-    run.add_argument("--reward", default="exact_match", choices=["exact_match", "f1", "llm_judge"])
+    run.add_argument(
+        "--reward",
+        default="exact_match",
+        choices=["exact_match", "f1", "llm_judge"],
+        help="episode reward",
+    )
     run.add_argument(
         "--tokenizer", default=None, help="env tokenizer (default: bundled, or hf:PATH's)"
     )
     served = run.add_argument_group("served planner (--planner openai)")
     served.add_argument(
-        "--base-url", default=None, help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1"
+        "--base-url",
+        default=None,
+        help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1 "
+        "(default: $AGENTFLOW_PLANNER_BASE_URL or $AGENTFLOW_LLM_BASE_URL)",
     )
-    served.add_argument("--model", default=None)
-    served.add_argument("--api-key", default=None)
-    served.add_argument("--temperature", type=float, default=None)
+    served.add_argument(
+        "--model",
+        default=None,
+        help="served model name (default: $AGENTFLOW_PLANNER_MODEL or $AGENTFLOW_LLM_MODEL)",
+    )
+    served.add_argument(
+        "--api-key",
+        default=None,
+        help="bearer token (default: $AGENTFLOW_PLANNER_API_KEY or $AGENTFLOW_LLM_API_KEY)",
+    )
+    served.add_argument(
+        "--temperature", type=float, default=None, help="sampling temperature (default: 0)"
+    )
     local = run.add_argument_group("local planner (--planner hf:PATH)")
     local.add_argument("--sample", action="store_true", help="sample instead of greedy decoding")
     local.add_argument("--device", default=None, help="cpu, cuda, ... (default: cuda if available)")
-    run.add_argument("--out", default=None, help="write one JSON line per episode here")
+    run.add_argument("--out", default=None, help="write one JSON line per episode to this file")
     verbosity = run.add_mutually_exclusive_group()
     verbosity.add_argument("--verbose", action="store_true", help="print every turn")
-    verbosity.add_argument("--quiet", action="store_true", help="print only the summary")
+    verbosity.add_argument(
+        "--quiet",
+        action="store_true",
+        help="print only the summary (default: turns of <= 5 episodes, else a progress bar)",
+    )
     run.set_defaults(handler=_run_command)
     _add_retrieval_commands(commands)
     return parser
@@ -70,12 +144,17 @@ def _add_retrieval_commands(commands: Any) -> None:
         "serve-retriever", help="serve a corpus over Search-R1's POST /retrieve protocol"
     )
     serve.add_argument("--corpus", required=True, help="corpus JSONL: {id, contents} per line")
-    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on")
     serve.add_argument("--port", type=int, default=8000, help="0 picks a free port")
     serve.add_argument("--topk", type=int, default=3, help="when a request gives none")
     serve.add_argument("--cache-dir", default=None, help="index cache dir (as build-index --out)")
     serve.add_argument("--no-cache", action="store_true", help="build in memory, skip the disk")
-    serve.add_argument("--batch-window-ms", type=float, default=2.0)
+    serve.add_argument(
+        "--batch-window-ms",
+        type=float,
+        default=2.0,
+        help="how long a request waits for others to share one batched search",
+    )
     serve.set_defaults(handler=_serve_retriever_command)
 
 
@@ -101,32 +180,35 @@ def _serve_retriever_command(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return int(args.handler(args) or 0)
+    try:
+        return int(args.handler(args) or 0)
+    except UsageError as error:
+        message = " ".join(str(error).split())  # one line, whatever the cause's text holds
+        print(f"agentflow-env {args.command}: error: {message}", file=sys.stderr)
+        return 2
 
 
 def _run_command(args: argparse.Namespace) -> int:
     import agentflow_env  # noqa: F401  (registers the environments)
 
-    kwargs: dict[str, Any] = {
-        "split": args.split,
-        "max_turns": args.max_turns,
-        "modules": args.modules,
-        "reward": args.reward,
-    }
-    tokenizer = args.tokenizer or _planner_tokenizer(args.planner)
-    if tokenizer is not None:
-        kwargs["tokenizer"] = tokenizer
-    if args.hops is not None:
-        kwargs["hops"] = args.hops
-    if args.kinds:
-        kwargs["kinds"] = tuple(k.strip() for k in args.kinds.split(",") if k.strip())
-    if args.fresh_world:
-        kwargs["fresh_world"] = True
-    env = gym.make(args.env, **kwargs)
-    planner = _make_planner(args, env)
+    _check_out_path(args.out)
+    endpoint = _planner_endpoint(args) if args.planner == "openai" else None
+    early_planner = _local_planner(args) if args.planner.startswith("hf:") else None
+    if endpoint is None and early_planner is None and args.planner not in ("expert", "random"):
+        raise UsageError(
+            f"unknown --planner {args.planner!r}: choose expert, random, openai or hf:PATH "
+            "(a local model directory)"
+        )
+    env = _make_env(args)
+    planner = early_planner or _env_planner(args, env, endpoint)
+    planner_errors = _planner_errors(args.planner)
     show_turns = args.verbose or (not args.quiet and args.episodes <= 5)
     records: list[EpisodeRecord] = []
-    out = open(args.out, "w", encoding="utf-8") if args.out else None  # noqa: SIM115
+    try:
+        out = open(args.out, "w", encoding="utf-8") if args.out else None  # noqa: SIM115
+    except OSError as error:
+        env.close()
+        raise UsageError(f"--out {args.out}: cannot write it ({error.strerror})") from error
     try:
         bar = tqdm(
             range(args.episodes),
@@ -135,7 +217,10 @@ def _run_command(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         for index in bar:
-            record = run_episode(env, planner, seed=args.seed + index)
+            try:
+                record = run_episode(env, planner, seed=args.seed + index)
+            except planner_errors as error:
+                raise UsageError(f"the planner's endpoint failed: {_clip(str(error))}") from error
             records.append(record)
             if show_turns:
                 _print_episode(record)
@@ -155,31 +240,169 @@ def _run_command(args: argparse.Namespace) -> int:
         f"success rate {summary['success_rate']:.1%}, mean turns {summary['mean_turns']:.2f}, "
         f"tool calls {summary['tool_calls']}, invalid calls {summary['invalid_calls']}"
     )
+    failed = summary["module_error_episodes"]
+    if failed:
+        first = _clip(" ".join(str(summary["first_module_error"]).split()))
+        if failed == summary["episodes"]:
+            print(f"all {failed} episodes ended on a module error: {first}")
+            return 1
+        print(f"{failed} of {summary['episodes']} episodes ended on a module error; first: {first}")
     return 0
 
 
-def _make_planner(args: argparse.Namespace, env: gym.Env) -> Any:
-    from agentflow_env.planners import ExpertPlanner, RandomPlanner
+def _clip(text: str, limit: int = 500) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
-    name = args.planner
-    if name == "expert":
-        return ExpertPlanner(env)
-    if name == "random":
-        return RandomPlanner(env, seed=args.seed)
-    if name == "openai":
+
+def _check_out_path(out: str | None) -> None:
+    if out is None:
+        return
+    path = Path(out)
+    if path.is_dir():
+        raise UsageError(
+            f"--out {out} is a directory: give a file path, e.g. {path / 'runs.jsonl'}"
+        )
+    folder = path.parent
+    if not folder.is_dir():
+        raise UsageError(
+            f"--out {out}: the directory {folder} does not exist; create it first or write "
+            "somewhere else"
+        )
+
+
+def _agentflow_env_ids() -> list[str]:
+    from agentflow_env import ENV_ENTRY_POINTS
+
+    return sorted(ENV_ENTRY_POINTS)
+
+
+def _make_env(args: argparse.Namespace) -> gym.Env:
+    env_id = name = args.env
+    if ":" in env_id:  # "module:EnvId", as gym.make accepts it
+        module, name = env_id.split(":", 1)
+        try:
+            importlib.import_module(module)
+        except ImportError as error:
+            raise UsageError(f"--env {env_id}: cannot import {module!r} ({error})") from error
+    try:
+        gym.spec(name)
+    except gym.error.Error as error:
+        raise UsageError(
+            f"unknown --env {env_id!r}: choose one of {', '.join(_agentflow_env_ids())}"
+        ) from error
+    kwargs: dict[str, Any] = {
+        "split": args.split,
+        "max_turns": args.max_turns,
+        "modules": args.modules,
+        "reward": args.reward,
+    }
+    tokenizer = args.tokenizer or _planner_tokenizer(args.planner)
+    if tokenizer is not None:
+        kwargs["tokenizer"] = tokenizer
+    if args.hops is not None:
+        kwargs["hops"] = args.hops
+    if args.kinds is not None:
+        kwargs["kinds"] = tuple(k.strip() for k in args.kinds.split(",") if k.strip())
+    if args.fresh_world:
+        kwargs["fresh_world"] = True
+    try:
+        return gym.make(env_id, **kwargs)
+    except (ValueError, OSError) as error:  # the envs check their settings with ValueError;
+        # OSError: a file they name (e.g. --tokenizer) cannot be read
+        message = str(error)
+        prefix = "" if env_id in message else f"invalid settings for {env_id}: "
+        raise UsageError(prefix + message) from error
+
+
+def _planner_endpoint(args: argparse.Namespace) -> Any:
+    """The served planner's endpoint, checked: configured and reachable."""
+    try:
         from agentflow_env.llm import LLMEndpoint
-        from agentflow_env.llm_planners import OpenAIPlanner
+    except ImportError as error:
+        raise UsageError(f"--planner openai: {error}") from error
 
-        overrides = {"base_url": args.base_url, "model": args.model, "api_key": args.api_key}
+    def configured(flag: str, variable: str) -> bool:
+        return bool(
+            getattr(args, flag)
+            or os.environ.get(f"AGENTFLOW_PLANNER_{variable}")
+            or os.environ.get(f"AGENTFLOW_LLM_{variable}")
+        )
+
+    missing = [
+        (flag, variable)
+        for flag, variable in (("model", "MODEL"), ("base_url", "BASE_URL"))
+        if not configured(flag, variable)
+    ]
+    if missing:
+        flags = " and ".join(f"--{flag.replace('_', '-')}" for flag, _ in missing)
+        variables = " and ".join(f"AGENTFLOW_LLM_{variable}" for _, variable in missing)
+        raise UsageError(f"--planner openai needs {flags} (or set {variables})")
+    overrides = {"base_url": args.base_url, "model": args.model, "api_key": args.api_key}
+    try:
         endpoint = LLMEndpoint.from_env(
             "planner", **{k: v for k, v in overrides.items() if v is not None}
         )
-        return OpenAIPlanner(endpoint, env, temperature=args.temperature)
-    if name.startswith("hf:"):
-        from agentflow_env.llm_planners import HFPlanner
+    except ValueError as error:
+        raise UsageError(f"--planner openai: {error}") from error
+    where = "--base-url" if args.base_url else "AGENTFLOW_PLANNER_BASE_URL / AGENTFLOW_LLM_BASE_URL"
+    _check_reachable(endpoint.base_url, where)
+    return endpoint
 
-        return HFPlanner(name[3:], do_sample=args.sample, seed=args.seed, device=args.device)
-    raise SystemExit(f"unknown planner {name!r}: choose expert, random, openai or hf:PATH")
+
+def _check_reachable(url: str, where: str = "--base-url") -> None:
+    """Fail fast, with the reason, when nothing accepts connections at ``url`` (from ``where``)."""
+    parts = urllib.parse.urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:
+        port = -1
+    if parts.scheme not in ("http", "https") or not parts.hostname or port == -1:
+        raise UsageError(
+            f"{where} {url!r} is not an http(s) URL: give one like http://127.0.0.1:8000/v1"
+        )
+    port = port or (443 if parts.scheme == "https" else 80)
+    try:
+        with socket.create_connection((parts.hostname, port), timeout=5.0):
+            pass
+    except OSError as error:
+        reason = error.strerror or str(error) or type(error).__name__
+        raise UsageError(
+            f"cannot reach the planner endpoint {url} ({reason}): start the server there or "
+            f"fix {where}"
+        ) from error
+
+
+def _local_planner(args: argparse.Namespace) -> Any:
+    path = args.planner[3:]
+    if not path:
+        raise UsageError("--planner hf:PATH needs a model directory (or cached hub id) after hf:")
+    from agentflow_env.llm_planners import HFPlanner
+
+    try:
+        return HFPlanner(path, do_sample=args.sample, seed=args.seed, device=args.device)
+    except (ImportError, OSError) as error:
+        raise UsageError(f"--planner {args.planner}: {error}") from error
+
+
+def _env_planner(args: argparse.Namespace, env: gym.Env, endpoint: Any) -> Any:
+    from agentflow_env.planners import ExpertPlanner, RandomPlanner
+
+    if endpoint is not None:
+        from agentflow_env.llm_planners import OpenAIPlanner
+
+        return OpenAIPlanner(endpoint, env, temperature=args.temperature)
+    if args.planner == "random":
+        return RandomPlanner(env, seed=args.seed)
+    return ExpertPlanner(env)
+
+
+def _planner_errors(planner: str) -> tuple[type[BaseException], ...]:
+    """What a planner raises when its model cannot answer (a setup problem, not a bug)."""
+    if planner != "openai":
+        return ()
+    from agentflow_env.llm import LLMError
+
+    return (LLMError,)
 
 
 def _planner_tokenizer(planner: str) -> str | None:

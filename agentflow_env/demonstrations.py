@@ -127,13 +127,18 @@ def expert_demonstrations(
     every episode has new names. Failed expert episodes are dropped unless ``successful_only``
     is false.
     """
+    own = env is None
     env = env or flat_env(**dict(env_kwargs or {}))
     records: list[dict[str, Any]] = []
-    for seed in seeds:
-        episode = expert_episode(env, seed, style)
-        if successful_only and not episode.success:
-            continue
-        records.extend(turn.as_record() for turn in episode.turns)
+    try:
+        for seed in seeds:
+            episode = expert_episode(env, seed, style)
+            if successful_only and not episode.success:
+                continue
+            records.extend(turn.as_record() for turn in episode.turns)
+    finally:
+        if own:
+            env.close()
     return records
 
 
@@ -149,12 +154,17 @@ def expert_conversations(
     The conversation renders (with the tokenizer's chat template) to the flat-mode text the
     planner sees; train on assistant turns only.
     """
+    own = env is None
     env = env or flat_env(**dict(env_kwargs or {}))
     out = []
-    for seed in seeds:
-        episode = expert_episode(env, seed, style)
-        if episode.success:
-            out.append({"messages": episode.messages, "seed": seed})
+    try:
+        for seed in seeds:
+            episode = expert_episode(env, seed, style)
+            if episode.success:
+                out.append({"messages": episode.messages, "seed": seed})
+    finally:
+        if own:
+            env.close()
     return out
 
 

@@ -15,16 +15,30 @@ import gymnasium as gym
 from gymnasium import spaces
 
 from agentflow_env._async import LoopRunner
+from agentflow_env.action_input import MAX_TOKEN_ID
 from agentflow_env.hf_tokens import resolve_tokenizer
 from agentflow_env.modules import Modules, build_modules
 from agentflow_env.observations import PromptEncoder
 from agentflow_env.render import render_episode
 from agentflow_env.retrieval.corpus import Corpus
 from agentflow_env.rewards import RewardConfig
-from agentflow_env.session import AnswerJudge, EpisodeOverError, Session, SessionConfig
+from agentflow_env.session import (
+    DEFAULT_MAX_ACTION_TOKENS,
+    DEFAULT_MAX_PROMPT_TOKENS,
+    AnswerJudge,
+    EpisodeOverError,
+    Session,
+    SessionConfig,
+)
 from agentflow_env.spaces import AnyText, TokenIds
 from agentflow_env.tasks.base import Task, TaskSource
-from agentflow_env.tasks.sources import ListTaskSource, dataset_source, synthetic_source
+from agentflow_env.tasks.sources import (
+    ListTaskSource,
+    check_dataset_corpus,
+    check_source_settings,
+    dataset_source,
+    synthetic_source,
+)
 from agentflow_env.tokens import ChatTokenizer
 from agentflow_env.tools.base import Tool
 from agentflow_env.tools.registry import ToolSet, canonical_tool_name, make_tool
@@ -69,9 +83,14 @@ class AgentFlowEnv(gym.Env[dict[str, Any], str]):
         prompt_style: ``"full"`` (AgentFlow-like prompt with tool cards) or ``"compact"``.
         observation_mode: ``"structured"`` (each prompt rendered afresh from memory, AgentFlow)
             or ``"flat"`` (the prompt grows: previous ids + action ids + feedback ids, exactly).
-        max_action_tokens: longer actions are cut to this many tokens and flagged.
+        max_action_tokens: longer actions are cut to this many tokens and flagged (default
+            2048; ``None`` for no cap).
         max_prompt_tokens, max_total_tokens: a prompt (any mode) or a flat sequence longer than
-            this ends the episode as truncated, with the reason in ``info["end_reason"]``.
+            this ends the episode as truncated, with the reason in ``info["end_reason"]``
+            (defaults 32768 and none; ``None`` for no cap).
+
+    Settings the chosen task source would ignore raise ``ValueError``; ``dataset=`` needs
+    ``corpus=`` unless a retriever server (``retriever_url=``) serves the Search tool.
     """
 
     metadata = {"render_modes": ["ansi", "human"], "render_fps": 4}
@@ -105,8 +124,8 @@ class AgentFlowEnv(gym.Env[dict[str, Any], str]):
         tokenizer: Any = None,
         prompt_style: str = "full",
         observation_mode: str = "structured",
-        max_action_tokens: int | None = None,
-        max_prompt_tokens: int | None = None,
+        max_action_tokens: int | None = DEFAULT_MAX_ACTION_TOKENS,
+        max_prompt_tokens: int | None = DEFAULT_MAX_PROMPT_TOKENS,
         max_total_tokens: int | None = None,
         tool_timeout_s: float = 10.0,
         max_tool_output_chars: int = 8000,
@@ -121,9 +140,27 @@ class AgentFlowEnv(gym.Env[dict[str, Any], str]):
             raise ValueError("give at most one of task_source, tasks and dataset")
         if corpus is not None and dataset is None:
             raise ValueError("corpus= goes with dataset= (synthetic worlds bring their own)")
+        origins = {"dataset=": dataset, "tasks=": tasks, "task_source=": task_source}
+        check_source_settings(
+            origin=next((name for name, given in origins.items() if given is not None), None),
+            synthetic={
+                "hops": hops,
+                "kinds": kinds,
+                "split": split,
+                "world_seed": world_seed,
+                "world_size": world_size,
+                "fresh_world": fresh_world,
+            },
+            dataset_settings={
+                "dataset_split": dataset_split,
+                "dataset_limit": dataset_limit,
+                "index_cache_dir": index_cache_dir,
+            },
+        )
         if tasks is not None:
             task_source = ListTaskSource(tasks)
         if dataset is not None:
+            check_dataset_corpus(corpus, tools, retriever_url)
             task_source = dataset_source(
                 dataset,
                 corpus,
@@ -160,8 +197,13 @@ class AgentFlowEnv(gym.Env[dict[str, Any], str]):
             max_total_tokens=max_total_tokens,
             judge=judge,
         )
+        # Flat observations hold the policy's ids verbatim, even ids past the vocabulary.
+        id_limit = MAX_TOKEN_ID + 1 if observation_mode == "flat" else None
         self.observation_space = spaces.Dict(
-            {"text": AnyText(), "token_ids": TokenIds(self.tokenizer.vocab_size)}
+            {
+                "text": AnyText(),
+                "token_ids": TokenIds(self.tokenizer.vocab_size, id_limit=id_limit),
+            }
         )
         self.action_space = AnyText()
         self.session: Session | None = None
@@ -184,12 +226,13 @@ class AgentFlowEnv(gym.Env[dict[str, Any], str]):
         return observation.as_gym(), info
 
     def step(
-        self, action: str | Sequence[int]
+        self, action: str | Sequence[int] | Mapping[str, Any]
     ) -> tuple[dict[str, Any], SupportsFloat, bool, bool, dict[str, Any]]:
         """One planner turn.
 
         ``action`` is the planner's text, its token ids (kept verbatim, decoded only to parse), or
         a mapping ``{"token_ids": [...], "logprobs": [...]}`` carrying the sampling log-probs.
+        Nothing the planner sends makes it raise: an unusable action is a recorded invalid turn.
         """
         if self.session is None:
             raise gym.error.ResetNeeded("call reset() before step()")

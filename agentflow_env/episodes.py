@@ -28,6 +28,12 @@ class EpisodeRecord:
     metrics: dict[str, float] = field(default_factory=dict)
     memory: list[dict[str, Any]] = field(default_factory=list)
     end_reason: str = ""
+    module_errors: list[str] = field(default_factory=list)
+
+    @property
+    def module_failed(self) -> bool:
+        """A frozen module failed: the episode ended on it, or its answer could not be written."""
+        return self.end_reason == "module_error" or bool(self.module_errors)
 
     def memory_entries(self) -> list[MemoryEntry]:
         return [MemoryEntry(**entry) for entry in self.memory]
@@ -42,6 +48,7 @@ class EpisodeRecord:
             "success": self.success,
             "reward": self.reward,
             "end_reason": self.end_reason,
+            "module_errors": self.module_errors,
             "metrics": self.metrics,
             "actions": self.actions,
             "memory": self.memory,
@@ -72,11 +79,22 @@ def run_episode(env: gym.Env, planner: Planner, seed: int | None = None) -> Epis
         metrics=dict(info["metrics"]),
         memory=list(info["memory"]),
         end_reason=info["end_reason"],
+        module_errors=[str(error) for error in info.get("module_errors", ())],
     )
 
 
 def summarize(records: Sequence[EpisodeRecord]) -> dict[str, Any]:
+    """Success rate, means and counts over ``records``.
+
+    ``module_error_episodes`` counts the episodes a frozen module failed in (they say nothing
+    about the planner) and ``first_module_error`` is the first such error, or ``None``.
+    """
     n = len(records)
+    failed = [r for r in records if r.module_failed]
+    first_error = next((e for r in failed for e in r.module_errors), None)
+    if failed and first_error is None:
+        first_error = f"episode {failed[0].task_id} ended on a module error"
+    errors = {"module_error_episodes": len(failed), "first_module_error": first_error}
     if n == 0:
         return {
             "episodes": 0,
@@ -85,6 +103,7 @@ def summarize(records: Sequence[EpisodeRecord]) -> dict[str, Any]:
             "tool_calls": 0,
             "invalid_calls": 0,
             "mean_reward": 0.0,
+            **errors,
         }
     return {
         "episodes": n,
@@ -93,4 +112,5 @@ def summarize(records: Sequence[EpisodeRecord]) -> dict[str, Any]:
         "tool_calls": int(sum(r.metrics.get("tool_calls", 0) for r in records)),
         "invalid_calls": int(sum(r.metrics.get("invalid_actions", 0) for r in records)),
         "mean_reward": sum(r.reward for r in records) / n,
+        **errors,
     }

@@ -113,12 +113,24 @@ class HFPlanner:
         seed: int | None = None,
         return_logprobs: bool = True,
     ) -> None:
-        import torch
-        from transformers import AutoModelForCausalLM
+        try:
+            import torch
+            from transformers import AutoModelForCausalLM
+        except ImportError as exc:
+            raise ImportError(
+                f"HFPlanner needs torch and transformers, which cannot be imported here ({exc}): "
+                'pip install torch "agentflow-env[hf]"'
+            ) from exc
 
         self.path = path
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        model: Any = AutoModelForCausalLM.from_pretrained(path)
+        try:
+            model: Any = AutoModelForCausalLM.from_pretrained(path)
+        except OSError as exc:
+            raise OSError(
+                f"no causal LM at {path!r}: give a local model directory (config.json and "
+                f"weights) or a Hugging Face model id already in the local cache ({exc})"
+            ) from exc
         self.model = model.to(self.device).eval()
         self.do_sample = do_sample
         self.temperature = temperature

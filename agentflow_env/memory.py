@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from agentflow_env.tasks.base import Evidence
+from agentflow_env.untrusted import shorten
 
 
 @dataclass(frozen=True)
@@ -136,29 +137,44 @@ class Memory:
     def as_dicts(self) -> list[dict[str, Any]]:
         return [entry.as_dict() for entry in self._entries]
 
-    def render(self, *, keep_full: int = 2, max_old_result_chars: int = 400) -> str:
-        """The step history as text; results older than the last ``keep_full`` turns are cut."""
+    def render(
+        self,
+        *,
+        keep_full: int = 2,
+        max_old_result_chars: int = 400,
+        max_old_field_chars: int = 200,
+        max_field_chars: int = 2000,
+    ) -> str:
+        """The step history as text.
+
+        Results older than the last ``keep_full`` turns are cut to ``max_old_result_chars``;
+        the planner's own fields (sub-goal, command, errors) to ``max_old_field_chars`` there and
+        to ``max_field_chars`` in recent turns, so a huge action cannot grow every later prompt.
+        The log keeps everything.
+        """
         if not self._entries:
             return "No steps taken yet."
         blocks = []
         cutoff = len(self._entries) - keep_full
         for index, entry in enumerate(self._entries):
             result = entry.tool_result
-            if index < cutoff and len(result) > max_old_result_chars:
-                result = result[:max_old_result_chars] + " ...[shortened]"
-            blocks.append(_render_entry(entry, result))
+            field_chars = max_field_chars
+            if index < cutoff:
+                result = shorten(result, max_old_result_chars)
+                field_chars = max_old_field_chars
+            blocks.append(_render_entry(entry, result, field_chars))
         return "\n\n".join(blocks)
 
 
-def _render_entry(entry: MemoryEntry, result: str) -> str:
+def _render_entry(entry: MemoryEntry, result: str, field_chars: int) -> str:
     lines = [f"Step {entry.turn}:"]
     lines.append(f"  Tool: {entry.selected_tool or '(none)'}")
-    lines.append(f"  Sub-Goal: {entry.sub_goal or '(none)'}")
+    lines.append(f"  Sub-Goal: {shorten(entry.sub_goal, field_chars) or '(none)'}")
     if entry.tool_arguments:
         args = ", ".join(f"{k}={v!r}" for k, v in entry.tool_arguments.items())
-        lines.append(f"  Command: {args}")
+        lines.append(f"  Command: {shorten(args, field_chars)}")
     if entry.errors:
-        lines.append("  Errors: " + " | ".join(entry.errors))
+        lines.append("  Errors: " + shorten(" | ".join(entry.errors), field_chars))
     if result:
         lines.append("  Result:\n" + _indent(result, "    "))
     lines.append(f"  Verification: {entry.verification_status}")

@@ -10,6 +10,7 @@ import numpy as np
 
 from agentflow_env.prompts import Message, chat_continuation
 from agentflow_env.tokens import ChatTokenizer
+from agentflow_env.untrusted import PlainText
 
 
 @dataclass
@@ -34,10 +35,15 @@ class PromptEncoder:
 
     def __init__(self, tokenizer: ChatTokenizer, max_cached: int = 64) -> None:
         self.tokenizer = tokenizer
+        self.plain = PlainText(tokenizer)
         self.max_cached = max_cached
         self._prefixes: dict[str, tuple[str, list[int]] | None] = {}
 
     def render(self, messages: Sequence[Message]) -> Observation:
+        """The prompt for ``messages``; their contents are untrusted and rendered as plain text."""
+        messages = [
+            {"role": m["role"], "content": self.plain.neutralize(m["content"])} for m in messages
+        ]
         text = self.tokenizer.render_chat(messages, add_generation_prompt=True)
         if not messages:
             return Observation(text, self.tokenizer.encode(text))
@@ -65,18 +71,22 @@ class PromptEncoder:
 
 
 def grow_prompt(
-    tokenizer: ChatTokenizer, prompt: Observation, action_ids: list[int], user_text: str
+    plain: PlainText, prompt: Observation, action_ids: list[int], user_text: str
 ) -> tuple[Observation, Observation]:
     """A flat-mode step: ``prompt + action + feedback`` exactly, and the feedback alone.
 
     The feedback is tokenized on its own (as OpenRLHF does), so its ids never merge with the
     action's; it carries the chat glue that closes the assistant turn and opens the next one.
+    ``user_text`` is untrusted (tool output, planner fields) and becomes plain text. The action
+    ids stand as the policy produced them; ids the tokenizer cannot decode add no text.
     """
+    tokenizer = plain.tokenizer
     ended = bool(action_ids) and action_ids[-1] == tokenizer.eos_token_id
-    text = chat_continuation(tokenizer, user_text, after_eos=ended)
+    text = chat_continuation(tokenizer, plain.neutralize(user_text), after_eos=ended)
     feedback = Observation(text, tokenizer.encode(text))
+    readable = [i for i in action_ids if i < tokenizer.vocab_size]
     grown = Observation(
-        prompt.text + tokenizer.decode(action_ids) + text,
+        prompt.text + tokenizer.decode(readable) + text,
         prompt.token_ids + action_ids + feedback.token_ids,
     )
     return grown, feedback

@@ -5,8 +5,10 @@ from __future__ import annotations
 from agentflow_env.memory import Memory
 from agentflow_env.tokens import ChatTokenizer
 from agentflow_env.tools.registry import ToolSet
+from agentflow_env.untrusted import shorten
 
 Message = dict[str, str]
+MAX_FEEDBACK_FIELD_CHARS = 2000
 
 PLANNER_SYSTEM = """You are the planner of a tool-using agent. Each turn you choose ONE tool call \
 that moves the agent toward answering the query; an executor runs it, a verifier checks the \
@@ -61,7 +63,7 @@ def step_feedback(memory: Memory, turn: int, max_turns: int) -> str:
     entry = memory.entries[-1]
     lines = [f"Step {entry.turn} result ({entry.selected_tool or 'no tool'}):"]
     if entry.errors:
-        lines.append("Errors: " + " | ".join(entry.errors))
+        lines.append("Errors: " + shorten(" | ".join(entry.errors), MAX_FEEDBACK_FIELD_CHARS))
     if entry.tool_result:
         lines.append(entry.tool_result)
     lines.append(f"Verification: {entry.verification_status}")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from agentflow_env.action_input import ActionInput, read_action
 from agentflow_env.actions import ActionParseError, PlannerAction, parse_planner_action
@@ -25,6 +25,7 @@ from agentflow_env.tools.base import ToolContext, ToolResult
 from agentflow_env.tools.registry import ToolSet
 from agentflow_env.tools.runner import run_tool
 from agentflow_env.trajectory import Trajectory, TurnRecord
+from agentflow_env.untrusted import shorten
 
 
 class AnswerJudge(Protocol):
@@ -39,6 +40,12 @@ class EpisodeOverError(RuntimeError):
     """``step`` was called after the episode ended."""
 
 
+DEFAULT_MAX_ACTION_TOKENS = 2048
+"""Safe default cap on one planner action (a policy exploring can emit megabytes)."""
+DEFAULT_MAX_PROMPT_TOKENS = 32768
+"""Safe default cap on one observation; a longer one truncates the episode ("prompt_budget")."""
+
+
 @dataclass(frozen=True)
 class SessionConfig:
     max_turns: int = 10
@@ -47,8 +54,8 @@ class SessionConfig:
     max_tool_output_chars: int = 8000
     prompt_style: str = "full"
     observation_mode: str = "structured"
-    max_action_tokens: int | None = None
-    max_prompt_tokens: int | None = None
+    max_action_tokens: int | None = DEFAULT_MAX_ACTION_TOKENS
+    max_prompt_tokens: int | None = DEFAULT_MAX_PROMPT_TOKENS
     max_total_tokens: int | None = None
     judge: AnswerJudge | None = None
 
@@ -128,7 +135,9 @@ class Session:
     async def start(self) -> tuple[Observation, dict[str, Any]]:
         """Run the initializer and return the first planner observation."""
         try:
-            analysis = await self.modules.initializer.analyze(self.task, self.tools)
+            analysis = _expect(
+                await self.modules.initializer.analyze(self.task, self.tools), QueryAnalysis
+            )
         except Exception as exc:  # the episode still starts, from the bare query
             self.memory.log("module_error", 0, module="initializer", error=repr(exc))
             self.initializer_error = f"initializer failed: {type(exc).__name__}: {exc}"
@@ -146,19 +155,17 @@ class Session:
             raise EpisodeOverError("the episode is over: call reset() before step()")
         if self.observation is None:
             raise RuntimeError("call start() before step()")
-        if isinstance(action, Mapping):
-            logprobs = action.get("logprobs", logprobs)
-            action = action.get("token_ids", action.get("text"))
         prompt = self.observation
+        # Everything about the action is checked here, before any tool runs or memory changes.
+        read = read_action(
+            action,
+            self.tokenizer,
+            self.config.max_action_tokens,
+            logprobs,
+            plain=self.prompt_encoder.plain,
+        )
         turn = self.turn + 1
         self.metrics.turns = turn
-        read = read_action(action, self.tokenizer, self.config.max_action_tokens)
-        if logprobs is not None and read.cut:
-            logprobs = list(logprobs)[: len(read.ids)]
-        if logprobs is not None and len(logprobs) != len(read.ids):
-            read.error = read.error or (
-                f"got {len(logprobs)} log-probs for {len(read.ids)} action tokens"
-            )
         self.metrics.action_tokens += len(read.ids)
         self.memory.log(
             "action",
@@ -191,7 +198,7 @@ class Session:
                 action_ids=tuple(read.ids),
                 action_text=read.text,
                 action_given_as_ids=read.given_as_ids,
-                logprobs=None if logprobs is None else tuple(float(x) for x in logprobs),
+                logprobs=None if read.logprobs is None else tuple(read.logprobs),
                 feedback_ids=tuple(feedback.token_ids),
                 feedback_text=feedback.text,
                 action_cut=read.cut,
@@ -227,8 +234,9 @@ class Session:
         tool = self.tools.get(action.tool_name)
         if tool is None:
             known = ", ".join(self.tools.names)
+            name = shorten(action.tool_name, 80)
             return self._invalid_entry(
-                turn, action, f"unknown tool {action.tool_name!r}; available tools: {known}"
+                turn, action, f"unknown tool {name!r}; available tools: {known}"
             )
 
         try:
@@ -275,18 +283,17 @@ class Session:
             verdict = await self.modules.verifier.verify(
                 self.task, self.memory.preview(provisional)
             )
+            stop, open_questions = _read_verdict(verdict)
+            details = {
+                "rationale": str(getattr(verdict, "rationale", "")),
+                "raw": str(getattr(verdict, "raw", "")),
+                "meta": dict(getattr(verdict, "meta", None) or {}),
+            }
         except Exception as exc:
             self._module_failed(turn, "verifier", exc)
             return "ERROR", self.memory.open_questions(), (f"verifier failed: {exc}",)
-        self.memory.log(
-            "verification",
-            turn,
-            stop=verdict.stop,
-            rationale=verdict.rationale,
-            raw=verdict.raw,
-            meta=dict(getattr(verdict, "meta", None) or {}),
-        )
-        return ("STOP" if verdict.stop else "CONTINUE"), tuple(verdict.open_questions), ()
+        self.memory.log("verification", turn, stop=stop, **details)
+        return ("STOP" if stop else "CONTINUE"), open_questions, ()
 
     def _entry(
         self,
@@ -353,7 +360,11 @@ class Session:
     async def _finish(self, end_reason: str) -> float:
         self.done = True
         try:
-            final = await self.modules.generalist.answer(self.task, self.memory)
+            final = _expect(
+                await self.modules.generalist.answer(self.task, self.memory), FinalAnswer
+            )
+            if final.answer is not None and not isinstance(final.answer, str):
+                raise TypeError(f"answer must be a str or None, got {type(final.answer).__name__}")
         except Exception as exc:
             self._module_failed(self.turn, "generalist", exc)
             final = FinalAnswer(None, f"The final answer could not be written: {exc}")
@@ -387,7 +398,11 @@ class Session:
 
     def _is_correct(self, answer: str | None) -> bool:
         if self.task.checker is not None:
-            return bool(self.task.checker(answer))
+            try:
+                return bool(self.task.checker(answer))
+            except Exception as exc:  # a checker that chokes on an odd answer: not correct
+                self.memory.log("checker_error", self.turn, error=repr(exc))
+                return False
         return answer_score(answer, self.task.gold_answers, "exact_match") == 1.0
 
     async def _score(self, answer: str | None) -> float:
@@ -399,14 +414,16 @@ class Session:
         if self.config.judge is None:
             raise RuntimeError("reward='llm_judge' needs a judge in the session config")
         try:
-            verdict = await self.config.judge.judge(
-                self.task.question, answer, self.task.gold_answers
+            verdict = float(
+                await self.config.judge.judge(self.task.question, answer, self.task.gold_answers)
             )
+            if not 0.0 <= verdict <= 1.0:
+                raise ValueError(f"judge score must lie in [0, 1], got {verdict}")
         except Exception as exc:
             self._module_failed(self.turn, "judge", exc)
             return 0.0
         self.memory.log("judge", self.turn, score=verdict)
-        return float(verdict)
+        return verdict
 
     # -- observations ------------------------------------------------------------------------
     def messages(self) -> list[dict[str, str]]:
@@ -431,7 +448,7 @@ class Session:
             user_text = "The episode is over. " + (self.final.text if self.final else "")
         else:
             user_text = step_feedback(self.memory, self.turn + 1, self.config.max_turns)
-        return grow_prompt(self.tokenizer, prompt, read.ids, user_text)
+        return grow_prompt(self.prompt_encoder.plain, prompt, read.ids, user_text)
 
     def _budget_exceeded(self, observation: Observation) -> str | None:
         length = len(observation.token_ids)
@@ -464,6 +481,26 @@ class Session:
             )
         info.update(self.end_info)
         return info
+
+
+T = TypeVar("T")
+
+
+def _expect(value: Any, kind: type[T]) -> T:
+    """A module's reply, checked: a wrong type is that module's failure, not the env's crash."""
+    if not isinstance(value, kind):
+        raise TypeError(f"expected {kind.__name__}, got {type(value).__name__}")
+    return value
+
+
+def _read_verdict(verdict: Any) -> tuple[bool, tuple[str, ...]]:
+    stop = getattr(verdict, "stop", None)
+    if not isinstance(stop, bool):
+        raise TypeError(f"a verdict needs a bool 'stop', got {type(verdict).__name__}")
+    questions = getattr(verdict, "open_questions", ())
+    if isinstance(questions, str) or not isinstance(questions, Sequence):
+        raise TypeError("a verdict's open_questions must be a sequence of str")
+    return stop, tuple(str(q) for q in questions)
 
 
 def _plain(metadata: Mapping[str, Any]) -> dict[str, Any]:

@@ -52,12 +52,26 @@ class AnyText(Space[str]):
 
 
 class TokenIds(Space[np.ndarray]):
-    """A 1-D ``int64`` array of token ids in ``[0, vocab_size)`` of any length."""
+    """A 1-D ``int64`` array of token ids of any length.
 
-    def __init__(self, vocab_size: int, seed: int | np.random.Generator | None = None):
+    Ids lie in ``[0, id_limit)``; ``id_limit`` defaults to ``vocab_size``. Flat observations
+    carry the policy's own ids verbatim, which may lie beyond the tokenizer's vocabulary (models
+    pad their embedding), so there ``id_limit`` is larger. ``sample`` draws from the vocabulary.
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        seed: int | np.random.Generator | None = None,
+        *,
+        id_limit: int | None = None,
+    ):
         if vocab_size < 1:
             raise ValueError(f"vocab_size must be positive, got {vocab_size}")
         self.vocab_size = int(vocab_size)
+        self.id_limit = self.vocab_size if id_limit is None else int(id_limit)
+        if self.id_limit < self.vocab_size:
+            raise ValueError(f"id_limit {self.id_limit} is below vocab_size {self.vocab_size}")
         super().__init__(shape=None, dtype=np.int64, seed=seed)
 
     @property
@@ -75,12 +89,16 @@ class TokenIds(Space[np.ndarray]):
             return False
         if x.size == 0:
             return True
-        return bool(
-            np.issubdtype(x.dtype, np.integer) and x.min() >= 0 and x.max() < self.vocab_size
-        )
+        return bool(np.issubdtype(x.dtype, np.integer) and x.min() >= 0 and x.max() < self.id_limit)
 
     def __repr__(self) -> str:
-        return f"TokenIds(vocab_size={self.vocab_size})"
+        if self.id_limit == self.vocab_size:
+            return f"TokenIds(vocab_size={self.vocab_size})"
+        return f"TokenIds(vocab_size={self.vocab_size}, id_limit={self.id_limit})"
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, TokenIds) and other.vocab_size == self.vocab_size
+        return (
+            isinstance(other, TokenIds)
+            and other.vocab_size == self.vocab_size
+            and other.id_limit == self.id_limit
+        )

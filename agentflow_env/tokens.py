@@ -108,6 +108,8 @@ class BundledTokenizer:
             ]:
                 raise ValueError(f"tokenizer does not encode {token!r} as one special token")
             ids[token] = token_id
+        self._plain = Tokenizer.from_str(tokenizer.to_str())
+        self._plain.encode_special_tokens = True
         self._eos_token_id = ids[IM_END]
         self._pad_token_id = ids[END_OF_TEXT]
         self._im_start_id = ids[IM_START]
@@ -143,6 +145,14 @@ class BundledTokenizer:
 
     def encode(self, text: str) -> list[int]:
         return list(self._tokenizer.encode(text, add_special_tokens=False).ids)
+
+    def encode_plain(self, text: str) -> list[int]:
+        """Like ``encode``, but special-token spellings become the characters they are."""
+        return list(self._plain.encode(text, add_special_tokens=False).ids)
+
+    @property
+    def special_tokens(self) -> tuple[str, ...]:
+        return SPECIAL_TOKENS
 
     def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
         encodings = self._tokenizer.encode_batch(list(texts), add_special_tokens=False)

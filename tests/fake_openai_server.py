@@ -106,6 +106,8 @@ class FakeOpenAIServer:
         self.responder: Responder = responder or generic_responder()
         self.delay_s = delay_s
         self.requests: list[dict[str, Any]] = []
+        self.in_flight = 0
+        self.max_in_flight = 0  # the most requests it was answering at once
         self._queue: deque[tuple[str | None, Reply]] = deque()
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -169,7 +171,12 @@ class FakeOpenAIServer:
         except ValueError:
             return _json_response(400, json.dumps({"error": {"message": "bad JSON"}}))
         reply = self._next_reply(request)
-        await asyncio.sleep(self.delay_s + reply.delay_s)
+        self.in_flight += 1  # handlers run on the server's one loop: no lock needed
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            await asyncio.sleep(self.delay_s + reply.delay_s)
+        finally:
+            self.in_flight -= 1
         body = reply.body if reply.body is not None else _completion(request, reply)
         return _json_response(reply.status, body)
 
@@ -266,6 +273,7 @@ def generic_responder(stop_after: int = 2) -> Responder:
 _QUERY = re.compile(r"^Query: (.*)$", re.MULTILINE)
 _STEP_BLOCK = re.compile(r"^Step \d+:\n(.*?)(?=^Step \d+:|\Z)", re.MULTILINE | re.DOTALL)
 _TOOL_LINE = re.compile(r"^  Tool: (.*)$", re.MULTILINE)
+_COMMAND_LINE = re.compile(r"^  Command: (.*)$", re.MULTILINE)
 _RESULT = re.compile(r"^  Result:\n((?:    .*\n?)*)", re.MULTILINE)
 
 
@@ -279,7 +287,9 @@ def evidence_in_prompt(text: str) -> list[Any]:
         if tool is None or result is None:
             continue
         output = "\n".join(line[4:] for line in result.group(1).rstrip("\n").split("\n"))
-        evidence.append(Evidence(tool.group(1).strip(), {}, output, True))
+        command = _COMMAND_LINE.search(block)
+        arguments = {"command": command.group(1)} if command else {}
+        evidence.append(Evidence(tool.group(1).strip(), arguments, output, True))
     return evidence
 
 

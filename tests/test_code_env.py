@@ -170,30 +170,51 @@ def test_brute_force_agrees_with_an_independent_search() -> None:
         assert solution is None or verified_expression(solution, hand) == solution
 
 
-def test_make24_solver_reads_calculator_and_python_outputs_only() -> None:
+def test_make24_solver_takes_one_submitted_expression_per_call_and_never_evaluates_it() -> None:
     solver = Make24Solver((3, 8, 8, 1))
     valid = "(3-1)*8 + 8"
     assert solver.solve([]) is None
     assert solver.solve([evidence("Search", valid, query=valid)]) is None
     assert solver.solve([evidence("Calculator", "24", ok=False, expression=valid)]) is None
-    assert solver.solve([evidence("Calculator", "20", expression=valid)]) is None
-    assert solver.solve([evidence("Calculator", "24", expression="8 + 8 + 8")]) is None
+    assert solver.solve([evidence("Calculator", "24", expression="8 + 8 + 8")]) is None  # numbers
+    assert solver.solve([evidence("Calculator", "24", expression="8 * 3")]) is None  # partial
     assert solver.solve([evidence("Calculator", "24", expression=valid)]) == "(3 - 1) * 8 + 8"
+    # A wrong value is still a submission: the verifier stops on it and the reward scores it 0.
+    wrong = evidence("Calculator", "40", expression="(3 + 1) * 8 + 8")
+    assert solver.solve([wrong]) == "(3 + 1) * 8 + 8"
+    assert not Make24Checker((3, 8, 8, 1))(solver.solve([wrong]))
     printed = evidence("Python", "searching...\n((8 * (1 + 8)) / 3) = 24\n", code="...")
     assert solver.solve([printed]) == "8 * (1 + 8) / 3"
+    # Only the last printed line counts: printing many candidates submits the last one.
+    spray = evidence("Python", f"{valid}\n8 + 8 + 3 + 1\n", code="...")
+    assert solver.solve([spray]) == "8 + 8 + 3 + 1"
     assert solver.solve([evidence("Python", valid, ok=False, code="...")]) is None
 
 
 # -- compute and fact solvers -----------------------------------------------------------------
-def test_computed_answer_solver_needs_the_number_printed_last_by_a_tool() -> None:
-    solver = ComputedAnswerSolver(78498)
-    assert solver.solve([evidence("Python", "78,498\n", code="...")]) == "78498"
-    assert solver.solve([evidence("Calculator", "78498", expression="...")]) == "78498"
-    assert solver.solve([evidence("Python", "Count: 78498 primes", code="...")]) == "78498"
-    assert solver.solve([evidence("Python", "78498 78499", code="...")]) is None  # one guess
-    assert solver.solve([evidence("Python", "78498", ok=False, code="...")]) is None
-    assert solver.solve([evidence("Search", "78498", query="primes")]) is None
-    assert solver.solve([evidence("Python", "78498.5", code="...")]) is None
+def test_computed_answer_solver_answers_a_computation_over_the_inputs_without_checking_it() -> None:
+    solver = ComputedAnswerSolver((1_000_000,))
+    code = "n = 1_000_000\n..."
+    assert solver.solve([evidence("Python", "78,498\n", code=code)]) == "78498"
+    assert solver.solve([evidence("Calculator", "78498", expression="1000000 // 12")]) == "78498"
+    assert solver.solve([evidence("Python", "Count: 78498 primes", code=code)]) == "78498"
+    assert solver.solve([evidence("Python", "78498 78499", code=code)]) == "78499"  # the last
+    assert solver.solve([evidence("Python", "2.5", code=code)]) == "2.5"
+    assert solver.solve([evidence("Python", "12.0", code=code)]) == "12"
+    # Not a result: a failed call, a non-computing tool, no number printed.
+    assert solver.solve([evidence("Python", "78498", ok=False, code=code)]) is None
+    assert solver.solve([evidence("Search", "78498", query="primes below 1000000")]) is None
+    assert solver.solve([evidence("Python", "(no output)", code=code)]) is None
+    # Not about this task: the input does not write the question's numbers.
+    assert solver.solve([evidence("Python", "78498", code="print(78498)")]) is None
+    assert solver.solve([evidence("Calculator", "7", expression="3 + 4")]) is None
+
+
+def test_computed_answer_solver_needs_every_input() -> None:
+    solver = ComputedAnswerSolver((3, 5, 1000))
+    assert solver.solve([evidence("Python", "1", code="range(1, 1000) if k % 3")]) is None
+    both = "sum(k for k in range(1, 1_000) if k % 3 == 0 or k % 5 == 0)"
+    assert solver.solve([evidence("Python", "233168", code=both)]) == "233168"
 
 
 def _tasks(kind: str, count: int, split: str = "train", **kwargs: Any) -> list[Task]:
@@ -201,7 +222,7 @@ def _tasks(kind: str, count: int, split: str = "train", **kwargs: Any) -> list[T
     return [source.sample(np.random.default_rng(seed)) for seed in range(count)]
 
 
-def test_fact_solver_needs_every_document_and_the_computation() -> None:
+def test_fact_solver_needs_every_document_and_a_computation_over_the_facts() -> None:
     world = fixed_world(0)
     for task in _tasks(FACT_MATH, 15):
         assert isinstance(task.solver, FactMathSolver) and task.metadata["world_seed"] == 0
@@ -217,14 +238,18 @@ def test_fact_solver_needs_every_document_and_the_computation() -> None:
             evidence("Search", format_documents([world.document(key)]), query=key) for key in keys
         ]
         answer = task.gold_answers[0]
-        right = evidence("Calculator", answer, expression="...")
-        wrong = evidence("Calculator", str(int(answer) + 1), expression="...")
+        expression = task.gold_plan[-1].context  # the expert's calculation over the fact values
+        right = evidence("Calculator", answer, expression=expression)
+        wrong = evidence("Calculator", str(int(answer) + 1), expression=expression)
+        unrelated = evidence("Calculator", answer, expression=answer)  # not over the facts
         assert task.solver.solve(found) is None
-        assert task.solver.solve([*found, wrong]) is None
+        assert task.solver.solve([*found, unrelated]) is None
         for missing in range(len(found)):
             assert task.solver.solve([*found[:missing], *found[missing + 1 :], right]) is None
-        assert task.solver.solve([*found, wrong, right]) == answer
-        python = evidence("Python", f"Answer: {answer}\n", code="...")
+        assert task.solver.solve([*found, right]) == answer
+        # The printed value is never checked: a wrong result over the facts is the answer.
+        assert task.solver.solve([*found, wrong]) == str(int(answer) + 1)
+        python = evidence("Python", f"Answer: {answer}\n", code=f"print({expression})")
         assert task.solver.solve([*found, python]) == answer
 
 

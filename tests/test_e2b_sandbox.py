@@ -7,7 +7,6 @@ import asyncio
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -133,9 +132,8 @@ def test_timeout(standin: StandIn) -> None:
     limits = SandboxLimits(timeout_s=0.5)
     standin.scripted.append(Script([{"type": "stdout", "text": "late\n", "timestamp": 0}], 2.0))
     tool = e2b_tool(limits)
-    started = time.monotonic()
     result = call(tool, "while True:\n    pass")
-    assert time.monotonic() - started < 1.9
+    assert "late" not in result.output  # cut at 0.5 s, not waited out to the script's 2 s
     assert not result.ok
     assert result.error == "timed out after 0.5 s"
     assert result.metadata["timed_out"] is True

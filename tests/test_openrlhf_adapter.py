@@ -14,8 +14,10 @@ import asyncio
 import importlib.util
 import itertools
 import json
+import logging
 import types
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -84,8 +86,16 @@ class MirrorEngine:
     """``generate(prompt_token_ids, sampling_params, multi_modal_data=None)`` like OpenRLHF's
     engine; plays a scripted planner on a mirror env of the same task and tokenizer."""
 
-    def __init__(self, spec: TaskSpec, planner: str, seed: int = 0, **env_kwargs: Any):
+    def __init__(
+        self,
+        spec: TaskSpec,
+        planner: str,
+        seed: int = 0,
+        mutate: Callable[[int, list[int]], list[int]] | None = None,
+        **env_kwargs: Any,
+    ):
         self.env = spec.make_env(observation_mode="flat", **env_kwargs)
+        self.mutate = mutate  # (turn index, planner ids) -> the ids "sampled" instead
         self.task = spec.resolve(self.env.task_source)
         self.session = self.env.new_session(self.task, seed=spec.seed)
         self.env.session = self.session  # the scripted planners read env.session
@@ -93,6 +103,7 @@ class MirrorEngine:
             ExpertPlanner(self.env) if planner == "expert" else RandomPlanner(self.env, seed)
         )
         self.tok = self.env.tokenizer
+        self.vocab = self.tok.vocab_size
         self.prompts: list[list[int]] = []
         self.actions: list[list[int]] = []
         self.given_params: list[SamplingParams] = []
@@ -104,13 +115,16 @@ class MirrorEngine:
         self.prompts.append(list(prompt_token_ids))
         self.given_params.append(sampling_params)
         ids = self.tok.encode(self.planner.act()) + [self.tok.eos_token_id]
+        if self.mutate is not None:
+            ids = self.mutate(len(self.actions), ids)
         cut = ids[: sampling_params.max_tokens]
         self.actions.append(cut)
         await self.session.step(cut)
         logprobs = None
         if sampling_params.logprobs is not None:
             logprobs = [{i: Logprob(-0.25)} for i in cut]
-        text = self.tok.decode([i for i in cut if i != self.tok.eos_token_id])  # as vLLM: no eos
+        # As vLLM: no eos in the text; ids past the vocabulary have no text.
+        text = self.tok.decode([i for i in cut if i != self.tok.eos_token_id and i < self.vocab])
         finish = "length" if len(cut) < len(ids) else "stop"
         return RequestOutput([CompletionOutput(cut, text, finish, logprobs)])
 
@@ -155,6 +169,7 @@ def check_against_mirror(result: dict, engine: MirrorEngine) -> None:
     assert result["extra_logs"]["success"] == float(engine.session.end_info["success"])
     assert result["extra_logs"]["turns"] == len(ranges)
     assert result["extra_logs"]["budget_exhausted"] == 0.0
+    assert result["extra_logs"]["error"] == 0.0
 
 
 # -- the executor -----------------------------------------------------------------------------------
@@ -217,7 +232,7 @@ def test_budget_exhaustion_is_a_failure(agent_func, hf_tokenizer, extra):
 
 
 def test_model_tokenizer_from_the_environment(
-    agent_func, tmp_path, monkeypatch, llama_style_hf_tokenizer
+    agent_func, tmp_path, monkeypatch, caplog, llama_style_hf_tokenizer
 ):
     """With AGENTFLOW_TOKENIZER naming another tokenizer (Llama-style chat template, BOS in the
     template), OpenRLHF's own tokenization of prompt and feedback matches the env's ids."""
@@ -234,12 +249,26 @@ def test_model_tokenizer_from_the_environment(
     check_against_mirror(result, engine)
     assert result["reward"] == 1.0
 
-    # The bundled tokenizer in the env but the Llama-style one in OpenRLHF: a loud error.
+    # The bundled tokenizer in the env but the Llama-style one in OpenRLHF: the trajectory fails
+    # before its first action (a reward-0 sample of OpenRLHF's prompt ids, no action) and the
+    # warning blames the tokenizer, because re-encoding the env's prompt text shows it.
     monkeypatch.delenv("AGENTFLOW_TOKENIZER")
     mismatched = load_by_path(AGENT_FUNC, "agentflow_openrlhf_agent_mismatch")
     engine = MirrorEngine(spec, "expert")
-    with pytest.raises(mismatched.TokenMismatchError, match="AGENTFLOW_TOKENIZER"):
-        asyncio.run(run_execute(mismatched.AgentExecutor(), spec, engine, model_tokenizer))
+    with caplog.at_level(logging.WARNING, logger=mismatched.logger.name):
+        failed = asyncio.run(run_execute(mismatched.AgentExecutor(), spec, engine, model_tokenizer))
+    assert engine.actions == []  # nothing was sampled
+    assert failed["reward"] == 0.0 and failed["extra_logs"]["error"] == 1.0
+    assert failed["action_ranges"] == []
+    first_prompt, _ = asyncio.run(engine.session.start())  # the env's prompt, as OpenRLHF read it
+    assert failed["observation_tokens"] == model_tokenizer.encode(
+        first_prompt.text, add_special_tokens=False
+    )
+    (record,) = [r for r in caplog.records if r.name == mismatched.logger.name]
+    assert record.levelno == logging.WARNING
+    assert "TokenMismatchError" in record.getMessage()
+    assert "in the first prompt" in record.getMessage()
+    assert "set AGENTFLOW_TOKENIZER" in record.getMessage()
 
 
 # -- Flow-GRPO advantages through OpenRLHF's code ---------------------------------------------------

@@ -1,6 +1,8 @@
 """The local Python sandbox and tool: hostile code ends as an error observation, nothing leaks.
 
-Every hostile case is followed by ``print(1+1)`` to show the tool is still usable.
+Every hostile case is followed by ``print(1+1)`` to show the tool is still usable. What the
+machine grants is read when each case runs (``support()``, not at import), so that
+``tests/test_sandbox_unprivileged.py`` can run these cases again as an unprivileged user.
 """
 
 from __future__ import annotations
@@ -25,17 +27,24 @@ from agentflow_env.tools.sandbox import (
     KILLED_CPU,
     PER_CALL_UID,
     SandboxLimits,
+    SandboxSupport,
     run_python,
     sandbox_support,
     sandbox_uid_range,
 )
 
 LIMITS = SandboxLimits(timeout_s=1.5, cpu_s=5, max_output_bytes=64 * 1024)
-SUPPORT = sandbox_support(LIMITS)
-needs_other_uid = pytest.mark.skipif(
-    not SUPPORT.drops_privileges,
-    reason="the sandbox runs as the current user here (not root): it could signal or read us",
-)
+
+
+def support() -> SandboxSupport:
+    return sandbox_support(LIMITS)
+
+
+def require_other_uid() -> None:
+    if not support().drops_privileges:
+        pytest.skip(
+            "the sandbox runs as the current user here (not root): it could signal or read us"
+        )
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +86,9 @@ def test_registered_and_card(tool: PythonTool) -> None:
     assert made.card.name == "Python"
     assert made.card.primary_argument == "code"
     assert made.card.input_schema["code"]["required"] is True
-    assert tool.timeout_s > LIMITS.timeout_s
+    # The tool stops itself at the runner's limit; the runner gives it a grace to report.
+    assert tool.timeout_s == LIMITS.timeout_s
+    assert tool.stop_grace_s is not None and tool.stop_grace_s > 0
 
 
 def test_normal_code_returns_stdout(tool: PythonTool) -> None:
@@ -105,9 +116,7 @@ def test_exception_is_readable(tool: PythonTool) -> None:
 
 
 def test_infinite_loop_times_out_and_temp_dir_is_removed(tool: PythonTool) -> None:
-    started = time.monotonic()
     result = call(tool, "import os\nprint(os.getcwd())\nwhile True:\n    pass")
-    assert time.monotonic() - started < LIMITS.timeout_s + 2.5
     assert not result.ok
     assert result.error == "timed out after 1.5 s"
     assert result.metadata["timed_out"] is True
@@ -117,6 +126,36 @@ def test_infinite_loop_times_out_and_temp_dir_is_removed(tool: PythonTool) -> No
     assert_still_usable(tool)
 
 
+def test_home_and_tmpdir_are_the_calls_own_directory(
+    tool: PythonTool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    parent_home = f"/nonexistent/parent-home-{uuid.uuid4().hex}"
+    parent_tmp = f"/nonexistent/parent-tmp-{uuid.uuid4().hex}"
+    monkeypatch.setenv("HOME", parent_home)
+    monkeypatch.setenv("TMPDIR", parent_tmp)
+    code = (
+        "import os, tempfile\n"
+        "print(os.getcwd())\n"
+        "print(os.environ['HOME'])\n"
+        "print(os.environ['TMPDIR'])\n"
+        "print(os.path.expanduser('~'))\n"
+        "print(tempfile.gettempdir())\n"
+        "handle, path = tempfile.mkstemp()\n"
+        "print(os.path.dirname(path))\n"
+        "print(sorted(os.listdir('.')))\n"
+    )
+    result = call(tool, code)
+    assert result.ok, result
+    workdir, home, tmpdir, expanded, gettempdir, mkstemp_dir, listing = result.output.splitlines()
+    assert os.path.basename(workdir).startswith("agentflow-sandbox-")
+    assert home == tmpdir == expanded == gettempdir == mkstemp_dir == workdir
+    assert listing.startswith("['main.py', 'tmp")  # the file mkstemp made is in this call's dir
+    assert parent_home not in result.output and parent_tmp not in result.output
+    assert not os.path.exists(workdir)  # and it is gone with the call
+    second = call(tool, "import os\nprint(os.environ['HOME'])")
+    assert second.ok and second.output.strip() != workdir  # every call gets its own
+
+
 def test_temp_dir_removed_after_normal_run(tool: PythonTool) -> None:
     result = call(tool, "import os\nopen('scratch.txt', 'w').write('x')\nprint(os.getcwd())")
     assert result.ok, result
@@ -124,20 +163,18 @@ def test_temp_dir_removed_after_normal_run(tool: PythonTool) -> None:
 
 
 def test_fork_bomb_is_contained(tool: PythonTool) -> None:
-    if not SUPPORT.drops_privileges and os.geteuid() == 0:
+    if not support().drops_privileges and os.geteuid() == 0:
         pytest.skip("running as root without a dropped uid: RLIMIT_NPROC cannot apply")
-    started = time.monotonic()
     result = call(tool, "import os\nwhile True:\n    os.fork()")
-    assert time.monotonic() - started < LIMITS.timeout_s + 5
     assert not result.ok
     assert result.error  # the bomb hit the process limit (EAGAIN), the timeout or the output cap
-    if SUPPORT.run_as == PER_CALL_UID:
+    if support().run_as == PER_CALL_UID:
         assert sandbox_processes_alive() == []
     assert_still_usable(tool)
 
 
 def test_fork_bomb_that_ignores_errors_stays_under_the_limit(tool: PythonTool) -> None:
-    if SUPPORT.run_as != PER_CALL_UID:
+    if support().run_as != PER_CALL_UID:
         pytest.skip("per-call uids need root")
     code = (
         "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
@@ -156,8 +193,8 @@ def test_huge_allocation_is_a_memory_error(tool: PythonTool) -> None:
     assert_still_usable(tool)
 
 
-@needs_other_uid
 def test_writing_outside_the_temp_dir_fails(tool: PythonTool) -> None:
+    require_other_uid()
     name = f"agentflow-sandbox-test-{uuid.uuid4().hex}"
     repo_target = Path(__file__).resolve().parent / name
     etc_target = Path("/etc") / name
@@ -180,8 +217,8 @@ def test_writing_outside_the_temp_dir_fails(tool: PythonTool) -> None:
 
 
 def test_files_left_in_tmp_are_removed(tool: PythonTool) -> None:
-    if SUPPORT.run_as != PER_CALL_UID:
-        pytest.skip("leftovers are found by the per-call uid (root only)")
+    if support().run_as != PER_CALL_UID and "tmp" in support().not_isolated:
+        pytest.skip("no private /tmp here and no per-call uid to find leftovers by")
     leak = f"/tmp/agentflow-sandbox-leak-{uuid.uuid4().hex}"
     result = call(tool, f"open({leak!r}, 'w').write('x')\nprint('ok')")
     assert result.ok, result
@@ -207,13 +244,13 @@ def test_secrets_in_the_parent_environment_do_not_leak(
     assert result.ok, result
     assert secret not in result.output
     assert "env None" in result.output
-    if SUPPORT.drops_privileges:
+    if support().drops_privileges or support().userns:  # another uid, or another user namespace
         assert "parent environ denied PermissionError" in result.output
     assert_still_usable(tool)
 
 
 def test_network_is_unreachable(tool: PythonTool) -> None:
-    if not SUPPORT.network_isolated:
+    if not support().network_isolated:
         pytest.skip("no network namespace here (needs root or unprivileged user namespaces)")
     server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     server.bind(("127.0.0.1", 0))
@@ -233,35 +270,35 @@ def test_network_is_unreachable(tool: PythonTool) -> None:
         server.close()
     assert not result.ok
     assert "CONNECTED" not in result.output
-    assert result.error is not None and "OSError" in result.error
+    refusal = "PermissionError" if support().network == "seccomp" else "OSError"
+    assert result.error is not None and refusal in result.error
     assert_still_usable(tool)
 
 
 def test_printing_a_gigabyte_is_cut_at_the_cap(tool: PythonTool) -> None:
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    started = time.monotonic()
     code = "import sys\nchunk = 'x' * 2**20\nfor _ in range(1024):\n    sys.stdout.write(chunk)\n"
     result = call(tool, code)
-    elapsed = time.monotonic() - started
     grown_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
     assert not result.ok
     assert result.error == "output exceeded 65536 bytes"
     assert result.metadata["output_truncated"] is True
-    assert elapsed < LIMITS.timeout_s  # killed at the cap, not at the timeout
+    assert result.metadata["timed_out"] is False  # killed at the cap, not at the timeout
+    assert result.metadata["killed_reason"] == "output_limit"
     assert grown_kib < 64 * 1024  # nothing like a gigabyte was buffered
     assert_still_usable(tool)
 
 
-@needs_other_uid
 def test_killing_the_parent_fails(tool: PythonTool) -> None:
+    require_other_uid()
     result = call(tool, "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)")
     assert not result.ok
     assert result.error is not None and "PermissionError" in result.error
     assert_still_usable(tool)  # and we are still alive to check it
 
 
-@needs_other_uid
 def test_daemonized_children_are_killed(tool: PythonTool) -> None:
+    require_other_uid()
     code = (
         "import os, time\n"
         "pid = os.fork()\n"
@@ -294,7 +331,7 @@ def test_cpu_limit(tool: PythonTool) -> None:
     result = asyncio.run(run_python("while True:\n    pass", limits))
     assert not result.ok
     assert result.killed_reason == KILLED_CPU
-    assert result.duration_s < 15
+    assert not result.timed_out
 
 
 def test_concurrent_calls(tool: PythonTool) -> None:
@@ -306,16 +343,42 @@ def test_concurrent_calls(tool: PythonTool) -> None:
 
 
 def test_cancelled_call_still_cleans_up(tool: PythonTool) -> None:
-    """run_tool's own timeout (shorter than the sandbox's) cancels the call mid-run."""
+    """A call cancelled mid-run (e.g. its episode is dropped) still removes what it made."""
     code = "import os, time\nprint(os.getcwd(), flush=True)\nwhile True:\n    pass"
 
-    async def cancelled() -> ToolResult:
-        return await run_tool(tool, {"code": code}, ToolContext(), timeout_s=0.5)
+    async def cancelled() -> None:
+        await asyncio.wait_for(tool.run({"code": code}, ToolContext()), timeout=0.5)
 
-    result = asyncio.run(cancelled())
-    assert not result.ok and result.metadata["kind"] == "timeout"
+    with pytest.raises(asyncio.TimeoutError):
+        asyncio.run(cancelled())
     leftovers = [path for path in Path(tempfile.gettempdir()).glob("agentflow-sandbox-*")]
     assert not [path for path in leftovers if path.stat().st_uid in sandbox_uid_range()]
-    if SUPPORT.run_as == PER_CALL_UID:
+    if support().run_as == PER_CALL_UID:
         assert sandbox_processes_alive() == []
     assert_still_usable(tool)
+
+
+def test_a_failed_start_is_retried_and_names_the_failing_step(
+    tool: PythonTool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agentflow_env.tools.sandbox import isolation
+
+    assert call(tool, "print(1)").ok  # the machine's support is probed (and cached) first
+
+    calls: list[int] = []
+
+    def refuse(self: Any, workdir: str, tmpfs_bytes: int) -> None:
+        raise PermissionError("the kernel said no")
+
+    monkeypatch.setattr(isolation.Namespaces, "enter_as_root", refuse)
+    original = isolation._Plan.preexec
+
+    def counting(self: Any, *args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(isolation._Plan, "preexec", counting)
+    result = call(tool, "print(1)")
+    assert not result.ok and result.metadata.get("kind") == "sandbox"
+    assert "namespaces (as root): PermissionError: the kernel said no" in (result.error or "")
+    assert len(calls) == 2  # one retry, then a readable failure

@@ -228,9 +228,7 @@ def test_eight_processes_share_one_server(corpus: Corpus) -> None:
 def test_server_down_gives_a_failed_result_after_retries() -> None:
     url = f"http://127.0.0.1:{free_port()}"
     tool = SearchTool(retriever_url=url, max_retries=2)
-    started = time.monotonic()
     result = asyncio.run(tool.run({"query": "anything"}, ToolContext()))
-    assert time.monotonic() - started < 5
     assert not result.ok
     assert f"retriever at {url} unreachable after 3 tries" in (result.error or "")
 

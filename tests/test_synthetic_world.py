@@ -332,3 +332,25 @@ def test_training_text_has_documents_and_questions() -> None:
     assert len(texts) > 500
     assert any(t.endswith("?") for t in texts)
     assert any("\n" in t for t in texts)
+
+
+def test_arithmetic_stops_at_the_first_calculation_over_the_facts_right_or_wrong() -> None:
+    """The verifier never tells a wrong Calculator result from a right one: one scored answer."""
+    import gymnasium as gym
+
+    from agentflow_env.actions import format_planner_action
+
+    env = gym.make("AgentFlow-Search-v0", kinds="arithmetic", hops=2)
+    env.reset(seed=3)
+    task = env.unwrapped.task
+    for step in task.gold_plan[:-1]:
+        _, _, terminated, _, _ = env.step(format_planner_action("", step.context, "s", step.tool))
+        assert not terminated
+    gold_expression = task.gold_plan[-1].context
+    # A bare guess that does not write the retrieved numbers is not a calculation over them.
+    _, _, terminated, _, _ = env.step(format_planner_action("", "1 + 1", "guess", "Calculator"))
+    assert not terminated
+    wrong = f"{gold_expression} + 1"  # writes every operand, gives a wrong number
+    _, reward, terminated, _, info = env.step(format_planner_action("", wrong, "s", "Calculator"))
+    assert terminated and reward == 0.0 and not info["success"]
+    env.close()

@@ -48,12 +48,17 @@ def test_flat_mode_concatenation_identity_over_200_expert_episodes(which, other_
     tok = env.unwrapped.tokenizer
     expert = ExpertPlanner(env)
     successes = 0
+    differs_from_a_reencode = 0
     for seed in range(200):
         obs, info = env.reset(seed=seed)
         done = False
         while not done:
             previous = obs["token_ids"].tolist()
-            obs, _, terminated, truncated, info = env.step(expert.act(obs, info))
+            action = expert.act(obs, info)
+            if seed % 2:  # spelled piece by piece, as a sampling policy may: not encode()'s ids
+                action = spelled_out(tok, action)
+            obs, _, terminated, truncated, info = env.step(action)
+            differs_from_a_reencode += obs["token_ids"].tolist() != tok.encode(obs["text"])
             record = env.unwrapped.session.turn_records[-1]
             feedback = info["feedback_token_ids"]
             assert list(record.prompt_ids) == previous
@@ -74,7 +79,16 @@ def test_flat_mode_concatenation_identity_over_200_expert_episodes(which, other_
             assert set(sample.loss_mask[span]) == {1}
             position += len(turn.action_ids) + len(turn.feedback_ids)
     assert successes == 200
+    # The sequence grows by ids; re-encoding its text would give other ids on these turns.
+    assert differs_from_a_reencode >= 100
     env.close()
+
+
+def spelled_out(tok, text: str) -> list[int]:
+    """``text`` as one token per character where the vocabulary allows (decodes to ``text``)."""
+    ids = [i for ch in text for i in tok.encode(ch)]
+    assert tok.decode(ids) == text
+    return ids
 
 
 def test_flat_feedback_carries_the_chat_glue():

@@ -66,7 +66,8 @@ fi
 
 # 2. Env configuration, read by agent_func.py in every vLLM actor.
 export AGENTFLOW_TOKENIZER="$POLICY_MODEL"  # the env renders chat glue with the policy's tokenizer
-export AGENTFLOW_MAX_TURN_TOKENS="${AGENTFLOW_MAX_TURN_TOKENS:-1024}"  # cap on one planner turn
+# AGENTFLOW_MAX_TURN_TOKENS (default 1024) caps one planner turn and is also the env's
+# max_action_tokens; set it, or max_action_tokens in AGENTFLOW_ENV_KWARGS, not two different values.
 ENV_KWARGS='{"max_turns": 10}'
 
 # 3. Frozen modules (initializer, executor, verifier, generalist) on their own vLLM server.

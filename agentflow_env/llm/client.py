@@ -32,6 +32,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
     ) from exc
 
 from agentflow_env.modules.base import ModuleError
+from agentflow_env.untrusted import neutralize_chat_markup
 
 __all__ = [
     "ChatBackend",
@@ -226,7 +227,11 @@ class ChatClient:
         ep = self.endpoint
         body: dict[str, Any] = {
             "model": ep.model,
-            "messages": [dict(m) for m in messages],
+            # Message contents carry untrusted text (tool outputs, documents): plain text only.
+            "messages": [
+                {**m, "content": neutralize_chat_markup(str(m.get("content", "")))}
+                for m in messages
+            ],
             "temperature": ep.temperature if temperature is None else temperature,
             "max_tokens": ep.max_tokens if max_tokens is None else max_tokens,
         }

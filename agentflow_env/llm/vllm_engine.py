@@ -1,13 +1,22 @@
 """An optional in-process vLLM engine serving the frozen modules (no HTTP server in between).
 
+UNTESTED: this engine has never been run, on a GPU or anywhere else. vLLM was not installed and
+no GPU was available where it was written; the only test covers ``require_vllm``'s error when
+vLLM is missing. Its calls into vLLM (``AsyncEngineArgs``, ``AsyncLLMEngine.from_engine_args``,
+``get_tokenizer``, ``generate``, ``SamplingParams``) are written against vLLM's async engine API
+but have never been executed. Serving the model (``vllm serve MODEL``) and pointing an
+``LLMEndpoint`` at it instead goes through the HTTP client, which the tests exercise against a
+scripted OpenAI-compatible server (see docs/llm.md).
+
 ``VLLMEngine`` has the same ``chat`` method as ``ChatClient``, so any LLM module or the judge
 takes it in place of an endpoint::
 
     engine = VLLMEngine("Qwen/Qwen2.5-7B-Instruct", gpu_memory_utilization=0.3)
     modules = build_modules({"verifier": LLMVerifier(engine), "generalist": LLMGeneralist(engine)})
 
-vLLM is imported when an engine is built, never at package import. Its async engine runs its
-output handler on the event loop of its first request, so drive one engine from one loop.
+vLLM is imported when an engine is built, never at package import. Drive one engine from one
+event loop: vLLM's async engine is meant to bind its output handler to the loop of its first
+request (read from vLLM's code, never observed here).
 """
 
 from __future__ import annotations
@@ -38,7 +47,7 @@ def require_vllm() -> Any:
 
 
 class VLLMEngine:
-    """vLLM's ``AsyncLLMEngine`` behind the ``ChatBackend`` interface.
+    """vLLM's ``AsyncLLMEngine`` behind the ``ChatBackend`` interface (untested: never run).
 
     Args:
         model: a Hugging Face id or local path.

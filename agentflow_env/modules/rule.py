@@ -1,32 +1,81 @@
 """Offline, deterministic backends for the frozen modules.
 
-They never look at gold answers or world tables: the verifier and the generalist ask the task's
-solver to read facts out of the evidence text in memory, so an episode succeeds only if the
-planner gathered that evidence. Tasks without a solver are answered by ``evidence_answer_solver``.
+Each rule module turns the task it is given into a ``RuleTaskView`` (``rule_view``) before it
+reads anything, and works from that view and the memory only. The view holds the question, its
+analysis (sub-questions, constraints) and the task's evidence reader (``Task.solver``); it has
+no gold answers, no checker, no gold plan and no metadata, so for every task with a solver (the
+synthetic world and every ``AgentFlow-Code-v0`` kind) the gold answers are out of reach of the
+verifier and the generalist. The verifier says STOP exactly when the solver reads an answer out
+of the evidence in memory and the generalist answers with it; only the reward compares the
+answer with the gold answers.
+
+The one exception is a task without a solver (a QA dataset: no question program to evaluate).
+There the view's reader is ``EvidenceAnswerSolver``, a retrieval oracle that does compare
+tool outputs with the gold aliases: the verifier stops once a gold alias appears verbatim in a
+tool output and the generalist answers with that alias. On such tasks the rule modules measure
+retrieval, not answering; use LLM modules for end-to-end answering.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from agentflow_env.actions import PlannerAction
 from agentflow_env.memory import Memory, QueryAnalysis
 from agentflow_env.modules.base import FinalAnswer, Verification
-from agentflow_env.tasks.base import AnswerSolver, Task
+from agentflow_env.tasks.base import AnswerSolver, Evidence, Task
 from agentflow_env.tools.base import Tool
 from agentflow_env.tools.registry import ToolSet
 
 CANNOT_ANSWER = "I cannot answer from the evidence gathered."
 
 
+@dataclass(frozen=True)
+class RuleTaskView:
+    """What the rule modules may read of a task. No gold answers, checker or gold plan.
+
+    ``retrieval_oracle`` is True when ``solver`` is the gold-alias oracle of a task without a
+    solver of its own (``EvidenceAnswerSolver``): the only case where the view's reader was
+    built from gold answers.
+    """
+
+    question: str
+    sub_questions: tuple[str, ...]
+    constraints: tuple[str, ...]
+    solver: AnswerSolver
+    retrieval_oracle: bool = False
+
+
+def rule_view(task: Task) -> RuleTaskView:
+    """The rule modules' view of ``task``: the only place they touch the ``Task`` object.
+
+    Reads ``task.gold_answers`` only when the task has no solver (the retrieval oracle, see the
+    module docstring); never reads ``task.checker``, ``task.gold_plan`` or ``task.metadata``.
+    """
+    if task.solver is not None:
+        solver, oracle = task.solver, False
+    else:
+        solver, oracle = EvidenceAnswerSolver(task.gold_answers), True
+    return RuleTaskView(
+        question=task.question,
+        sub_questions=tuple(task.sub_questions),
+        constraints=tuple(task.constraints),
+        solver=solver,
+        retrieval_oracle=oracle,
+    )
+
+
 class RuleInitializer:
     """Reports the task's own analysis: objective, constraints, sub-questions, tools."""
 
     async def analyze(self, task: Task, tools: ToolSet) -> QueryAnalysis:
+        view = rule_view(task)
         return QueryAnalysis(
-            objective=f"Answer the question: {task.question}",
-            constraints=tuple(task.constraints),
-            sub_questions=tuple(task.sub_questions),
+            objective=f"Answer the question: {view.question}",
+            constraints=view.constraints,
+            sub_questions=view.sub_questions,
             tools=tuple(tools.names),
         )
 
@@ -42,10 +91,11 @@ class RuleExecutor:
 
 
 class RuleVerifier:
-    """STOP exactly when the evidence in memory answers the question."""
+    """STOP exactly when the task's solver reads an answer out of the evidence in memory."""
 
     async def verify(self, task: Task, memory: Memory) -> Verification:
-        answer = solver_for(task).solve(memory.evidence())
+        view = rule_view(task)
+        answer = view.solver.solve(memory.evidence())
         if answer is not None:
             return Verification(True, "The evidence in memory answers the question.")
         analysis = memory.analysis
@@ -61,27 +111,29 @@ class RuleGeneralist:
     """Answers with what the solver reads from the evidence, or says it cannot."""
 
     async def answer(self, task: Task, memory: Memory) -> FinalAnswer:
-        answer = solver_for(task).solve(memory.evidence())
+        answer = rule_view(task).solver.solve(memory.evidence())
         if answer is None:
             return FinalAnswer(None, CANNOT_ANSWER)
         return FinalAnswer(answer, f"The answer is {answer}.")
 
 
 def solver_for(task: Task) -> AnswerSolver:
-    return task.solver if task.solver is not None else EvidenceAnswerSolver(task.gold_answers)
+    """The evidence reader the rule modules use for ``task`` (see ``rule_view``)."""
+    return rule_view(task).solver
 
 
 class EvidenceAnswerSolver:
     """For tasks with no program (real QA data): a gold alias found verbatim in a tool output.
 
-    This is an oracle reader, so it only measures whether the planner retrieved the answer-bearing
-    text; use LLM modules to measure end-to-end answering on real datasets.
+    This is a retrieval oracle and it does compare with the gold answers: it only measures
+    whether the planner retrieved answer-bearing text. Use LLM modules to measure end-to-end
+    answering on real datasets.
     """
 
     def __init__(self, gold_answers: tuple[str, ...]):
         self.gold_answers = tuple(a for a in gold_answers if a.strip())
 
-    def solve(self, evidence: Any) -> str | None:
+    def solve(self, evidence: Sequence[Evidence]) -> str | None:
         from agentflow_env.tasks.scoring import normalize_answer
 
         for item in evidence:

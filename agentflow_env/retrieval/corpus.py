@@ -48,7 +48,7 @@ def fingerprint(documents: Iterable[Document]) -> str:
     digest = hashlib.sha256()
     for doc in documents:
         for part in (doc.doc_id, doc.title, doc.text):
-            digest.update(part.encode("utf-8"))
+            digest.update(part.encode("utf-8", "surrogatepass"))  # JSON may hold lone ones
             digest.update(b"\x00")
     return digest.hexdigest()[:16]
 

@@ -27,6 +27,8 @@ class AnswerSolver(Protocol):
     The rule verifier says STOP exactly when ``solve`` returns an answer, and the rule
     generalist answers with it. A solver must read facts out of the evidence text only, never
     from privileged tables, so that an episode succeeds only if the planner gathered evidence.
+    It must not hold gold answers, nor decide by checking a printed value against the answer
+    (that would let a policy guess once per turn until the verifier stops).
     """
 
     def solve(self, evidence: Sequence[Evidence]) -> str | None: ...

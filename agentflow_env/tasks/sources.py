@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -35,6 +36,44 @@ def _as_tuple(value: int | Sequence[int] | Sequence[str] | None) -> tuple | None
     return tuple(value)
 
 
+WORLD_SIZES: tuple[str, ...] = ("default", "small")
+SYNTHETIC_SPLITS: tuple[str, ...] = ("train", "test")
+
+
+def check_world_size(world_size: str | None) -> None:
+    """``world_size`` is ``None`` (chosen from ``fresh_world``) or one of ``WORLD_SIZES``."""
+    if world_size is not None and world_size not in WORLD_SIZES:
+        raise ValueError(
+            f"world_size must be one of {list(WORLD_SIZES)} (or None: 'small' with "
+            f"fresh_world=True, else 'default'), got {world_size!r}"
+        )
+
+
+def _check_synthetic_settings(
+    hops: tuple | None, kinds: tuple | None, split: str, world_size: str | None
+) -> None:
+    from agentflow_env.tasks.synthetic.program import KINDS
+    from agentflow_env.tasks.synthetic.sampling import BUCKETS
+
+    check_world_size(world_size)
+    if split not in SYNTHETIC_SPLITS:
+        raise ValueError(f"split must be one of {list(SYNTHETIC_SPLITS)}, got {split!r}")
+    if kinds is not None:
+        unknown = [k for k in kinds if k not in KINDS]
+        if unknown or not kinds:
+            found = f"unknown kinds {unknown}" if unknown else "no kinds"
+            raise ValueError(f"{found}; expected some of {list(KINDS)}")
+    if hops is not None:
+        allowed = sorted({h for bucket in BUCKETS.values() for h in bucket})
+        wrong = [h for h in hops if isinstance(h, bool) or h not in allowed]
+        if wrong or not hops:
+            per_kind = ", ".join(f"{k}: {list(v)}" for k, v in BUCKETS.items())
+            raise ValueError(
+                f"hops (documents a question needs) must be among {allowed} ({per_kind}), "
+                f"got {wrong or list(hops)}"
+            )
+
+
 def synthetic_source(
     *,
     world_seed: int = 0,
@@ -47,12 +86,88 @@ def synthetic_source(
     """The embedded synthetic world, shared by every env of the process with the same settings.
 
     ``world_size`` defaults to ``"small"`` for fresh per-episode worlds and ``"default"`` otherwise.
+    Invalid settings raise ``ValueError`` naming the allowed values.
     """
+    hops_tuple, kinds_tuple = _as_tuple(hops), _as_tuple(kinds)
+    _check_synthetic_settings(hops_tuple, kinds_tuple, split, world_size)
     if world_size is None:
         world_size = "small" if fresh_world else "default"
-    return _cached_synthetic(
-        world_seed, world_size, _as_tuple(hops), _as_tuple(kinds), split, fresh_world
-    )
+    return _cached_synthetic(world_seed, world_size, hops_tuple, kinds_tuple, split, fresh_world)
+
+
+# Settings that shape the synthetic world's tasks, with their defaults in ``AgentFlowEnv``.
+SYNTHETIC_DEFAULTS: Mapping[str, Any] = {
+    "hops": None,
+    "kinds": None,
+    "split": "train",
+    "world_seed": 0,
+    "world_size": None,
+    "fresh_world": False,
+}
+DATASET_SETTINGS: tuple[str, ...] = ("dataset_split", "dataset_limit", "index_cache_dir")
+
+
+def check_source_settings(
+    *,
+    origin: str | None,
+    synthetic: Mapping[str, Any],
+    dataset_settings: Mapping[str, Any],
+) -> None:
+    """Reject settings the chosen task source would silently ignore.
+
+    ``origin`` names where the tasks come from (``"dataset="``, ``"tasks="``, ``"task_source="``)
+    or is ``None`` for the synthetic world; ``synthetic`` maps the synthetic settings to the values
+    given (those equal to ``SYNTHETIC_DEFAULTS`` count as not given); ``dataset_settings`` maps
+    ``DATASET_SETTINGS`` to theirs (``None`` = not given).
+    """
+    stray = [name for name, value in dataset_settings.items() if value is not None]
+    if stray and origin != "dataset=":
+        raise ValueError(f"{', '.join(f'{n}=' for n in stray)} only apply with dataset=")
+    if origin is None:
+        return
+    unused = [name for name, value in synthetic.items() if _given(value, SYNTHETIC_DEFAULTS[name])]
+    if unused:
+        hint = ""
+        if origin == "dataset=":
+            hint = " (dataset_split= and dataset_limit= filter a dataset)"
+        raise ValueError(
+            f"{', '.join(f'{n}=' for n in unused)} only apply to the synthetic world, but the "
+            f"tasks come from {origin}{hint}"
+        )
+
+
+def _given(value: Any, default: Any) -> bool:
+    """Whether ``value`` differs from ``default`` (``None`` defaults: whether it is not ``None``)."""
+    if default is None:
+        return value is not None
+    return bool(value is not default and value != default)
+
+
+def check_dataset_corpus(
+    corpus: object, tools: Sequence[object], retriever_url: str | None
+) -> None:
+    """``dataset=`` without ``corpus=`` leaves a local Search tool nothing to search: refuse it.
+
+    Fine when a retriever server answers searches (``retriever_url=`` or the
+    ``AGENTFLOW_RETRIEVER_URL`` variable) or when no tool searches locally.
+    """
+    if corpus is not None:
+        return
+    from agentflow_env.tools.registry import canonical_tool_name
+    from agentflow_env.tools.search import RETRIEVER_URL_ENV_VAR, SearchTool
+
+    remote = bool((retriever_url or os.environ.get(RETRIEVER_URL_ENV_VAR, "")).strip())
+    for tool in tools:
+        if isinstance(tool, str):
+            local = canonical_tool_name(tool) == "search" and not remote
+        else:
+            local = isinstance(tool, SearchTool) and tool.remote is None
+        if local:
+            raise ValueError(
+                "dataset= without corpus= leaves the Search tool nothing to search: pass "
+                "corpus= (a corpus JSONL), or retriever_url= (a retriever server, see "
+                "`agentflow-env serve-retriever`), or tools= without Search"
+            )
 
 
 @functools.lru_cache(maxsize=32)
@@ -67,8 +182,7 @@ def _cached_synthetic(
     from agentflow_env.tasks.synthetic import SyntheticTaskSource, WorldConfig
 
     sizes = {"default": WorldConfig, "small": WorldConfig.small}
-    if world_size not in sizes:
-        raise ValueError(f"world_size must be one of {sorted(sizes)}, got {world_size!r}")
+    check_world_size(world_size)
     return SyntheticTaskSource(
         world_seed=world_seed,
         config=sizes[world_size](),

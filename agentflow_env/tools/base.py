@@ -51,10 +51,15 @@ class ToolCard:
 
 @dataclass(frozen=True)
 class ToolContext:
-    """What a tool may know about the episode it serves (never the gold answers)."""
+    """What a tool may know about the episode it serves (never the gold answers).
+
+    ``time_limit_s`` is this call's wall-clock limit, set by ``run_tool`` for tools that stop
+    themselves (``Tool.stop_grace_s``).
+    """
 
     corpus: Corpus | None = None
     seed: int | None = None
+    time_limit_s: float | None = None
 
 
 @dataclass
@@ -84,10 +89,15 @@ class Tool(abc.ABC):
 
     ``run`` is async so that remote tools (retriever servers, sandboxes) do not block the event
     loop; the session enforces ``timeout_s`` and turns any exception into a failed result.
+
+    A tool that can stop itself and still report what it got (a sandbox keeps the partial output
+    of a program it stops) sets ``stop_grace_s``: ``run_tool`` then passes it the limit as
+    ``context.time_limit_s`` and cancels it only ``stop_grace_s`` seconds after that.
     """
 
     card: ToolCard
     timeout_s: float = 10.0
+    stop_grace_s: float | None = None
 
     @property
     def name(self) -> str:

@@ -129,8 +129,9 @@ class E2BSandbox:
             options["template"] = self._template
         return options
 
-    async def run(self, code: str) -> SandboxResult:
-        """Run ``code``; errors of the code come back in the result, not as exceptions."""
+    async def run(self, code: str, timeout_s: float | None = None) -> SandboxResult:
+        """Run ``code`` for at most ``timeout_s`` (default: the limits'); errors of the code
+        come back in the result, not as exceptions."""
         sandbox_class, timeout_error = _load_sdk()
         options = self._options()
         started = time.monotonic()
@@ -141,7 +142,7 @@ class E2BSandbox:
         try:
             await sandbox.run_code(
                 code,
-                timeout=self.limits.timeout_s,
+                timeout=self.limits.timeout_s if timeout_s is None else timeout_s,
                 on_stdout=capture.on_stdout,
                 on_stderr=capture.on_stderr,
                 on_result=capture.on_result,

@@ -8,6 +8,7 @@ observation.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import textwrap
 from collections.abc import Mapping
@@ -49,6 +50,7 @@ def result_to_tool_result(result: SandboxResult, limits: SandboxLimits, **meta: 
         "killed_reason": result.killed_reason,
         "output_truncated": result.output_truncated,
         "duration_s": result.duration_s,
+        "not_isolated": list(result.not_isolated),
         **meta,
     }
     error = describe_failure(result, limits, local=meta.get("backend", "local") == "local")
@@ -113,21 +115,32 @@ class PythonTool(Tool):
             from agentflow_env.tools.e2b_sandbox import E2BSandbox
 
             self._e2b = E2BSandbox(limits=self.limits)
-        # Longer than the sandbox's own limit, so the sandbox reports (and cleans up) first.
-        self.timeout_s = self.limits.timeout_s + (3.0 if backend == "local" else 30.0)
+        # The sandbox enforces the time limit itself, so that a program stopped at it still
+        # reports what it printed; the runner waits this much longer (killing, cleaning up; E2B
+        # also creates the sandbox) before it cancels the call.
+        self.timeout_s = self.limits.timeout_s
+        self.stop_grace_s = 3.0 if backend == "local" else 30.0
+
+    def limits_for(self, context: ToolContext) -> SandboxLimits:
+        """This call's limits: the tool's, with the runner's time limit if that is shorter."""
+        limit = context.time_limit_s
+        if limit is None or limit >= self.limits.timeout_s:
+            return self.limits
+        return dataclasses.replace(self.limits, timeout_s=limit)
 
     async def run(self, arguments: Mapping[str, Any], context: ToolContext) -> ToolResult:
         code = extract_code(str(arguments["code"]))
         if not code.strip():
             return ToolResult.failure("Python: no code to run")
+        limits = self.limits_for(context)
         try:
             if self._e2b is not None:
-                result = await self._e2b.run(code)
+                result = await self._e2b.run(code, timeout_s=limits.timeout_s)
             else:
-                result = await run_python(code, self.limits)
+                result = await run_python(code, limits)
         except SandboxError as error:
             return ToolResult.failure(f"Python sandbox unavailable: {error}", kind="sandbox")
-        return result_to_tool_result(result, self.limits, backend=self.backend)
+        return result_to_tool_result(result, limits, backend=self.backend)
 
 
 __all__ = ["PythonTool", "extract_code", "result_to_tool_result"]

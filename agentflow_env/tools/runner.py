@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -22,7 +23,9 @@ async def run_tool(
 
     The timeout is enforced with ``asyncio.wait_for`` (works in any thread, unlike signals); a
     tool that blocks the event loop cannot be interrupted this way, so blocking tools must run
-    their work in a thread or a subprocess.
+    their work in a thread or a subprocess. A tool with ``stop_grace_s`` gets the limit in
+    ``context.time_limit_s`` and stops itself, keeping what it has (a program's partial
+    output); it is cancelled only if it has not returned ``stop_grace_s`` seconds later.
     """
     started = time.perf_counter()
     try:
@@ -30,8 +33,14 @@ async def run_tool(
     except ToolArgumentError as exc:
         return ToolResult.failure(f"invalid arguments: {exc}", kind="arguments")
     limit = tool.timeout_s if timeout_s is None else timeout_s
+    wait = limit
+    if tool.stop_grace_s is not None:
+        if context.time_limit_s is not None:
+            limit = min(limit, context.time_limit_s)
+        context = dataclasses.replace(context, time_limit_s=limit)
+        wait = limit + tool.stop_grace_s
     try:
-        result = await asyncio.wait_for(tool.run(clean, context), timeout=limit)
+        result = await asyncio.wait_for(tool.run(clean, context), timeout=wait)
     except asyncio.TimeoutError:
         return ToolResult.failure(f"{tool.name} timed out after {limit:g} s", kind="timeout")
     except asyncio.CancelledError:

@@ -2,8 +2,13 @@
 modulo m, digit sums of big powers, and the like.
 
 Each family draws its parameters from the rng, computes the gold answer here (at generation
-time, privileged) and gives the expert a Python program that prints it. The program and the
-answer function are written independently, so the expert tests cross-check them.
+time, privileged: it goes into ``gold_answers`` for the reward and nowhere else) and gives the
+expert a Python program that prints it. The program and the answer function are written
+independently, so the expert tests cross-check them.
+
+The rule modules get a ``ComputedAnswerSolver`` that holds only the parameters (they are in the
+question): the verifier stops at the first Python or Calculator call whose input writes them
+and that printed a number, and the generalist answers with that number, right or wrong.
 """
 
 from __future__ import annotations
@@ -198,7 +203,7 @@ def build_compute_task(family: Family, params: Params, split: str) -> Task:
         sub_questions=("What does a program computing this print?",),
         constraints=("Answer with an integer, in plain digits.",),
         gold_plan=(step,),
-        solver=ComputedAnswerSolver(answer),
+        solver=ComputedAnswerSolver(tuple(params[k] for k in sorted(params))),
         metadata={
             "family": family.name,
             "params": dict(params),

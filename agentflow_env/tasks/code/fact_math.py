@@ -1,8 +1,11 @@
 """Arithmetic over facts of the synthetic world: look numbers up with Search, then compute.
 
 "What is the average population of A, the capital of B and C, rounded down?" needs one search
-per document and then a Calculator or Python call; the rule solver reads the facts from the
-retrieved text (never from the world's tables) and stops once a tool printed the right value.
+per document and then a Calculator or Python call. The rule solver reads the facts from the
+retrieved text (never from the world's tables or the gold answer); once every fact is in memory
+it stops at the first computation whose input writes all the fact values, and answers with what
+that computation printed. It never combines the values itself, nor checks the printed result:
+only the reward compares it with the gold answer.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from agentflow_env.tasks.base import Evidence, PlanStep, Task
 from agentflow_env.tasks.code.evidence import (
     CALCULATOR_TOOL,
     PYTHON_TOOL,
-    computed_numbers,
+    addressing_computation,
 )
 from agentflow_env.tasks.synthetic import phrasing as ph
 from agentflow_env.tasks.synthetic.program import Chain, EntityRef, follow
@@ -100,7 +103,7 @@ def fact_key(world: World, program: FactProgram) -> str:
 
 
 def combine(operation: str, values: Sequence[int]) -> int:
-    """The answer from the chain values (shared by gold answers and the solver)."""
+    """The answer from the chain values (gold answers only; the solver never combines)."""
     if operation == MEAN_POPULATION:
         return sum(values) // len(values)
     if operation == POPULATION_SHARE:
@@ -138,7 +141,12 @@ def chain_values(program: FactProgram, table: dict) -> list[int] | None:
 
 @dataclass(frozen=True)
 class FactMathSolver:
-    """Reads the facts from Search outputs, then needs a Python/Calculator output of the result."""
+    """Reads the facts from Search outputs, then answers with the first Python/Calculator result
+    computed from them (a call whose input writes every fact value), right or wrong.
+
+    Holds only the program (which entities and relations, and the operation's name); the values
+    come from retrieved text, and the result is never compared with anything.
+    """
 
     program: FactProgram
 
@@ -146,10 +154,8 @@ class FactMathSolver:
         values = chain_values(self.program, read_evidence(evidence))
         if values is None:
             return None
-        answer = combine(self.program.operation, values)
-        if any(value == answer for value in computed_numbers(evidence)):
-            return str(answer)
-        return None
+        found = addressing_computation(evidence, values)
+        return None if found is None else found.answer
 
 
 # -- sampling ---------------------------------------------------------------------------------

@@ -3,6 +3,11 @@
 An answer is an arithmetic expression over the given numbers, each used exactly once, with only
 binary ``+ - * /`` and parentheses, whose exact (rational) value is the target. Expressions are
 parsed with ``ast`` and evaluated with ``Fraction``: nothing is ever ``eval``-ed.
+
+The checker (the reward) evaluates the answer; the rule solver does not. It stops at the first
+tool call that submits a well-formed expression over exactly the puzzle's numbers (a Calculator
+expression, or the last line a Python program printed) and answers with it, whatever its value,
+so a planner gets one scored expression per episode.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from agentflow_env.tasks.base import Evidence, PlanStep, Task
-from agentflow_env.tasks.code.evidence import CALCULATOR_TOOL, PYTHON_TOOL, last_number
+from agentflow_env.tasks.code.evidence import CALCULATOR_TOOL, PYTHON_TOOL
 
 MAKE24 = "make24"
 TARGET = 24
@@ -96,6 +101,19 @@ def evaluate(tree: ast.expr) -> Fraction:
     return _OPERATIONS[type(tree.op)](left, right)
 
 
+def submitted_expression(text: str, numbers: Sequence[int]) -> str | None:
+    """The canonical form of ``text`` if it is an allowed expression using each of ``numbers``
+    exactly once, else ``None``. Its value is not computed: this says what was submitted, not
+    whether it is right."""
+    try:
+        tree = parse_expression(text)
+    except InvalidExpression:
+        return None
+    if Counter(literals(tree)) != Counter(numbers):
+        return None
+    return ast.unparse(tree)
+
+
 def verified_expression(text: str, numbers: Sequence[int], target: int = TARGET) -> str | None:
     """The canonical form of ``text`` if it solves the puzzle, else ``None``."""
     try:
@@ -127,34 +145,36 @@ class Make24Checker:
 
 @dataclass(frozen=True)
 class Make24Solver:
-    """Answers with the first valid expression found in a successful tool call.
+    """Answers with the latest expression a successful tool call submitted, never evaluating it.
 
-    A Calculator call counts when its expression is valid and its output is the target; a
-    Python call when a line of its output is a valid expression (optionally ``... = 24``).
+    A call submits the expression it carries when that expression uses each of the puzzle's
+    numbers exactly once with only ``+ - * /`` and parentheses: a Calculator call its
+    ``expression`` argument, a Python call the last non-empty line it printed (optionally
+    ``... = 24``; the claimed value is ignored). Partial expressions (``8 * 3``) submit nothing.
+    The verifier stops at the first submission, so it is the planner's one scored answer; only
+    the reward (``Make24Checker``) says whether its value is the target.
     """
 
     numbers: tuple[int, ...]
-    target: int = TARGET
 
     def solve(self, evidence: Sequence[Evidence]) -> str | None:
+        found = None
         for item in evidence:
-            for candidate in self._candidates(item):
-                found = verified_expression(candidate, self.numbers, self.target)
-                if found is not None:
-                    return found
-        return None
+            candidate = self._candidate(item)
+            if candidate is not None:
+                found = submitted_expression(candidate, self.numbers) or found
+        return found
 
-    def _candidates(self, item: Evidence) -> list[str]:
+    @staticmethod
+    def _candidate(item: Evidence) -> str | None:
         if not item.ok:
-            return []
+            return None
         if item.tool == CALCULATOR_TOOL:
-            value = last_number(item.output)
-            if value is None or abs(value - self.target) > 1e-6:
-                return []
-            return [str(item.arguments.get("expression", ""))]
+            return str(item.arguments.get("expression", ""))
         if item.tool == PYTHON_TOOL:
-            return [line for line in item.output.splitlines() if line.strip()]
-        return []
+            lines = [line for line in item.output.splitlines() if line.strip()]
+            return lines[-1] if lines else None
+        return None
 
 
 # -- brute force ------------------------------------------------------------------------------

@@ -33,18 +33,26 @@ def split_of(key: str) -> str:
     return "test" if digest % 100 < TEST_FRACTION_PERCENT else "train"
 
 
+WORLD_SIZES: tuple[str, ...] = ("default", "small")
+
+
+def _world_config(world_size: str) -> WorldConfig:
+    return WorldConfig.small() if world_size == "small" else WorldConfig()
+
+
 @functools.lru_cache(maxsize=4)
-def fixed_world(seed: int) -> World:
-    """The default-size world of ``seed``, built once per process."""
-    return generate_world(seed, WorldConfig())
+def fixed_world(seed: int, world_size: str = "default") -> World:
+    """The world of ``seed`` (``"default"`` or ``"small"`` size), built once per process."""
+    return generate_world(seed, _world_config(world_size))
 
 
 class CodeTaskSource:
     """Make-24 puzzles, arithmetic over synthetic-world facts, and program-shaped questions.
 
     ``kinds`` picks among ``"make24"``, ``"fact_math"`` and ``"compute"`` (default: all, drawn
-    uniformly). ``seed`` selects the synthetic world the fact questions are about. Train and
-    test are disjoint: make-24 and compute tasks split by a hash of their numbers/parameters;
+    uniformly). ``seed`` selects the synthetic world the fact questions are about and
+    ``world_size`` its size (``"default"`` or ``"small"``; default: ``"small"`` with
+    ``fresh_world=True``, else ``"default"``). Train and test are disjoint: make-24 and compute tasks split by a hash of their numbers/parameters;
     fact questions by a hash of their program in a fixed world, or, with ``fresh_world=True``
     (a new small world per sample), by the parity of the world's seed.
     """
@@ -55,17 +63,25 @@ class CodeTaskSource:
         kinds: str | Sequence[str] | None = None,
         split: str = "train",
         fresh_world: bool = False,
+        world_size: str | None = None,
     ) -> None:
-        kinds = (kinds,) if isinstance(kinds, str) else tuple(kinds or KINDS)
+        kinds = (kinds,) if isinstance(kinds, str) else tuple(KINDS if kinds is None else kinds)
         unknown = sorted(set(kinds) - set(KINDS))
         if unknown or not kinds:
-            raise ValueError(f"unknown kinds {unknown}; expected some of {list(KINDS)}")
+            found = f"unknown kinds {unknown}" if unknown else "no kinds"
+            raise ValueError(f"{found}; expected some of {list(KINDS)}")
         if split not in SPLITS:
-            raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+            raise ValueError(f"split must be one of {list(SPLITS)}, got {split!r}")
+        if world_size is not None and world_size not in WORLD_SIZES:
+            raise ValueError(
+                f"world_size must be one of {list(WORLD_SIZES)} (or None: 'small' with "
+                f"fresh_world=True, else 'default'), got {world_size!r}"
+            )
         self.seed = seed
         self.kinds: tuple[str, ...] = kinds
         self.split = split
         self.fresh_world = fresh_world
+        self.world_size = world_size or ("small" if fresh_world else "default")
 
     def __len__(self) -> int:
         return GENERATED_TASKS  # generated on demand: effectively unbounded
@@ -101,9 +117,9 @@ class CodeTaskSource:
 
     def _world(self, rng: random.Random) -> World:
         if not self.fresh_world:
-            return fixed_world(self.seed)
+            return fixed_world(self.seed, self.world_size)
         parity = SPLITS.index(self.split)  # train worlds have even seeds, test worlds odd ones
         draw = rng.randrange(GENERATED_TASKS)
         return generate_world(
-            2 * (self.seed * GENERATED_TASKS + draw) + parity, WorldConfig.small()
+            2 * (self.seed * GENERATED_TASKS + draw) + parity, _world_config(self.world_size)
         )

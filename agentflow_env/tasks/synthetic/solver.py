@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from agentflow_env.retrieval.corpus import parse_documents
 from agentflow_env.tasks.base import Evidence
-from agentflow_env.tasks.synthetic.program import ARITHMETIC, Program, evaluate
+from agentflow_env.tasks.synthetic.program import ARITHMETIC, Program, evaluate, follow
 from agentflow_env.tasks.synthetic.reader import TYPE_RELATION, extract_facts, split_title
 from agentflow_env.tasks.synthetic.schema import ENTITY_TYPES, SCHEMA
 
@@ -41,36 +43,40 @@ def _infer_type(relations: dict[str, str]) -> str | None:
     return candidates[0] if len(candidates) == 1 else None
 
 
-def calculator_values(evidence: Sequence[Evidence]) -> list[float]:
-    """Numbers output by successful Calculator calls."""
-    values = []
-    for item in evidence:
-        if item.ok and item.tool == CALCULATOR_TOOL:
-            try:
-                values.append(float(item.output.strip().replace(",", "")))
-            except ValueError:
-                continue
-    return values
-
-
 @dataclass(frozen=True)
 class SyntheticSolver:
     """Answers one question program from evidence; holds only the program (cheap to pickle).
 
-    Arithmetic answers also need a Calculator call that produced the right number: the rule
-    modules never do arithmetic themselves, the planner has to ask for it.
+    Arithmetic answers come from the planner's own Calculator call: once the facts are read, the
+    first successful Calculator call whose expression writes every operand is the answer,
+    whatever it printed. The rule modules never do the arithmetic, and never tell a wrong
+    result from a right one (a planner gets one scored answer, not one guess per turn).
     """
 
     program: Program
 
     def solve(self, evidence: Sequence[Evidence]) -> str | None:
-        outcome = evaluate(self.program, read_evidence(evidence))
+        table = read_evidence(evidence)
+        outcome = evaluate(self.program, table)
         if outcome is None:
             return None
-        if self.program.kind == ARITHMETIC:
-            target = outcome.value
-            if target is None or not any(
-                abs(v - target) < 1e-6 for v in calculator_values(evidence)
-            ):
-                return None
-        return outcome.answer
+        if self.program.kind != ARITHMETIC:
+            return outcome.answer
+        operands = set()
+        for chain in self.program.chains:
+            found = follow(chain, table)
+            if found is not None:
+                operands.add(found[1])
+        for item in evidence:
+            if item.ok and item.tool == CALCULATOR_TOOL and _writes(item.arguments, operands):
+                return item.output.strip()
+        return None
+
+
+_NUMBER = re.compile(r"(?<![\w.])\d+")
+
+
+def _writes(arguments: Mapping[str, Any], operands: set[str]) -> bool:
+    """Whether a call's arguments spell every operand as a number."""
+    written = set(_NUMBER.findall(" ".join(str(v) for v in arguments.values())))
+    return bool(operands) and operands <= written

@@ -1,94 +1,100 @@
 """Low-level setup of one sandbox process: how it is launched and what it may do.
 
-``_Plan`` says who the child runs as, its network and its process limit; ``_Plan.preexec``
-builds the function the forked child runs before exec (C calls only, no imports: rlimits, a new
-network namespace via libc ``unshare``, the uid switch, ``PR_SET_NO_NEW_PRIVS`` and
-``PR_SET_PDEATHSIG``). The child gets a rebuilt environment (``_child_env``) and runs the user's
+``_Plan`` says who the child runs as, its namespaces, its seccomp filter and its process limit;
+``_Plan.preexec`` builds the function the forked child runs before exec: rlimits, namespaces
+(``namespaces``), the uid switch, ``PR_SET_NO_NEW_PRIVS``, ``PR_SET_PDEATHSIG`` and the seccomp
+filter (``seccomp``). The child gets a rebuilt environment (``_child_env``) and runs the user's
 file through a small bootstrap (``_argv``).
 """
 
 from __future__ import annotations
 
-import ctypes
+import contextlib
 import os
 import resource
 import signal
 import sys
 import textwrap
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
 
 from agentflow_env.tools.sandbox.limits import SandboxLimits
+from agentflow_env.tools.sandbox.namespaces import Namespaces
+from agentflow_env.tools.sandbox.seccomp import SeccompProgram
+from agentflow_env.tools.sandbox.syscalls import PR_SET_NO_NEW_PRIVS, PR_SET_PDEATHSIG, prctl
 
 _MINIMAL_PATH = "/usr/local/bin:/usr/bin:/bin"
 _CODE_FILE = "main.py"  # the name the bootstrap below reads
 
-_CLONE_NEWUSER = 0x10000000
-_CLONE_NEWNET = 0x40000000
-_PR_SET_PDEATHSIG = 1
-_PR_SET_NO_NEW_PRIVS = 38
-
-
-def _libc_function(name: str) -> Any:
-    try:
-        return getattr(ctypes.CDLL(None, use_errno=True), name)
-    except (OSError, AttributeError):
-        return None
-
-
-_unshare = _libc_function("unshare") if sys.platform.startswith("linux") else None
-_prctl = _libc_function("prctl") if sys.platform.startswith("linux") else None
-if _prctl is not None:
-    _prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
-
-
-def _checked_unshare(flags: int) -> None:
-    if _unshare is None or _unshare(flags) != 0:
-        errno = ctypes.get_errno() if _unshare is not None else 38
-        raise OSError(errno, f"unshare({flags:#x}) failed")
-
 
 @dataclass(frozen=True)
 class _Plan:
-    """How one child is set up: who it runs as, its network, its rlimits."""
+    """How one child is set up: who it runs as, its namespaces and filter, its process limit."""
 
     uid: int | None
     gid: int | None
-    network: str | None
     nproc: int
+    namespaces: Namespaces = field(default_factory=Namespaces)
+    seccomp: SeccompProgram | None = None
 
-    def preexec(self, limits: SandboxLimits) -> Callable[[], None]:
-        """The function the forked child runs before exec (it must not allocate much)."""
+    def preexec(
+        self, limits: SandboxLimits, workdir: str, report_fd: int | None = None
+    ) -> Callable[[], None]:
+        """The function the forked child runs before exec (it must not allocate much).
+
+        If a step fails, its name and the error are written to ``report_fd`` (subprocess itself
+        only says "Exception occurred in preexec_fn").
+        """
         cpu = max(1, int(limits.cpu_s))
         rlimits = [
             (resource.RLIMIT_CORE, 0, 0),
             (resource.RLIMIT_FSIZE, limits.max_file_bytes, limits.max_file_bytes),
-            (resource.RLIMIT_NOFILE, limits.max_open_files, limits.max_open_files),
             (resource.RLIMIT_NPROC, self.nproc, self.nproc),
             (resource.RLIMIT_CPU, cpu, cpu + 1),  # SIGXCPU at the soft limit, then SIGKILL
         ]
         rlimits = [(which, *_within_hard_limit(which, soft, hard)) for which, soft, hard in rlimits]
-        uid, gid, network = self.uid, self.gid, self.network
+        uid, gid, namespaces, seccomp = self.uid, self.gid, self.namespaces, self.seccomp
         memory = _within_hard_limit(resource.RLIMIT_AS, limits.memory_bytes, limits.memory_bytes)
+        # The child holds every descriptor of the parent until exec closes them (close_fds), and
+        # the setup below opens files (/proc/self/*): the descriptor limit comes last.
+        files = _within_hard_limit(
+            resource.RLIMIT_NOFILE, limits.max_open_files, limits.max_open_files
+        )
+        tmpfs_bytes = limits.tmpfs_bytes
+        linux = sys.platform.startswith("linux")
 
         def preexec() -> None:
-            os.umask(0o077)
-            for which, soft, hard in rlimits:
-                resource.setrlimit(which, (soft, hard))
-            if network == "netns":
-                _checked_unshare(_CLONE_NEWNET)
-            if uid is not None and gid is not None:
-                os.setgroups([])
-                os.setgid(gid)
-                os.setuid(uid)
-            if network == "userns":
-                _checked_unshare(_CLONE_NEWUSER | _CLONE_NEWNET)
-            if _prctl is not None:
-                _prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
-                _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-            # Last: until exec the child still has the (possibly large) parent's address space.
-            resource.setrlimit(resource.RLIMIT_AS, memory)
+            step = "rlimits"
+            try:
+                os.umask(0o077)
+                for which, soft, hard in rlimits:
+                    resource.setrlimit(which, (soft, hard))
+                step = "namespaces (as root)"
+                namespaces.enter_as_root(workdir, tmpfs_bytes)
+                if uid is not None and gid is not None:
+                    step = "uid switch"
+                    os.setgroups([])
+                    os.setgid(gid)
+                    os.setuid(uid)
+                step = "namespaces (user namespace)"
+                namespaces.enter_unprivileged(workdir, tmpfs_bytes)
+                if linux:
+                    step = "prctl"
+                    prctl(PR_SET_NO_NEW_PRIVS, 1)
+                    prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # after the uid switch, which clears it
+                if seccomp is not None:
+                    step = "seccomp filter"
+                    seccomp.load()
+                # Last: until exec the child still has the (possibly large) parent's memory
+                # and descriptors.
+                step = "memory and descriptor limits"
+                resource.setrlimit(resource.RLIMIT_AS, memory)
+                resource.setrlimit(resource.RLIMIT_NOFILE, files)
+            except BaseException as exc:
+                if report_fd is not None:
+                    with contextlib.suppress(OSError):
+                        os.write(report_fd, f"{step}: {type(exc).__name__}: {exc}".encode()[:400])
+                raise
 
         return preexec
 

@@ -26,22 +26,26 @@ class SandboxLimits:
     """Limits of one call. CPU seconds, address space and file size hold per process.
 
     ``max_processes`` counts processes and threads of the sandbox's uid (``RLIMIT_NPROC``).
+    ``tmpfs_bytes`` caps each private tmpfs a call gets for /tmp, /dev/shm & co (in memory).
     ``isolate_network`` and ``drop_privileges`` ask for those layers where the OS allows them;
     ``sandbox_support()`` says what was granted.
     """
 
-    timeout_s: float = 10.0
-    cpu_s: int = 10
+    # 8 s, so that a step running a program that hangs stays within the env's 10 s step budget.
+    timeout_s: float = 8.0
+    cpu_s: int = 8
     memory_bytes: int = 512 * MIB
     max_processes: int = 32
     max_output_bytes: int = 64 * KIB
     max_file_bytes: int = 16 * MIB
     max_open_files: int = 64
+    tmpfs_bytes: int = 64 * MIB
     isolate_network: bool = True
     drop_privileges: bool = True
 
     def __post_init__(self) -> None:
-        for name in ("timeout_s", "cpu_s", "memory_bytes", "max_processes", "max_output_bytes"):
+        positive = ("timeout_s", "cpu_s", "memory_bytes", "max_processes", "max_output_bytes")
+        for name in positive + ("tmpfs_bytes",):
             if getattr(self, name) <= 0:
                 raise ValueError(f"SandboxLimits.{name} must be positive")
         if self.max_open_files < 16:
@@ -50,7 +54,11 @@ class SandboxLimits:
 
 @dataclass
 class SandboxResult:
-    """What one execution produced. ``exit_code`` < 0 means killed by that signal."""
+    """What one execution produced. ``exit_code`` < 0 means killed by that signal.
+
+    ``not_isolated`` names the local sandbox's layers this machine did not grant for the call
+    (``SandboxSupport.not_isolated``: "uid", "network", "ipc", "tmp", "unix_sockets").
+    """
 
     stdout: str
     stderr: str
@@ -59,6 +67,7 @@ class SandboxResult:
     killed_reason: str | None = None
     output_truncated: bool = False
     duration_s: float = 0.0
+    not_isolated: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:

@@ -29,6 +29,7 @@ from agentflow_env.tools.sandbox.support import (
     CURRENT_USER,
     PER_CALL_UID,
     SHARED_UID,
+    _cache_key,
     _support_cache,
     sandbox_support,
 )
@@ -80,8 +81,7 @@ async def run_python(code: str, limits: SandboxLimits | None = None) -> SandboxR
     Raises ``SandboxError`` only if the sandbox itself cannot start.
     """
     limits = limits or SandboxLimits()
-    key = (limits.drop_privileges, limits.isolate_network)
-    support = _support_cache.get(key)
+    support = _support_cache.get(_cache_key(limits))
     if support is None:  # the first call probes (a few short subprocesses) off the event loop
         support = await asyncio.to_thread(sandbox_support, limits)
     started = time.monotonic()
@@ -94,7 +94,7 @@ async def run_python(code: str, limits: SandboxLimits | None = None) -> SandboxR
         nproc = _current_user_tasks() + limits.max_processes
     else:
         nproc = limits.max_processes
-    plan = _Plan(uid, uid, support.network, nproc)
+    plan = support._plan(uid, nproc)
     workdir: str | None = None
     try:
         workdir = tempfile.mkdtemp(prefix="agentflow-sandbox-")
@@ -111,28 +111,18 @@ async def run_python(code: str, limits: SandboxLimits | None = None) -> SandboxR
         if support.run_as == PER_CALL_UID and uid is not None:
             _release_uid(uid)
     result.duration_s = round(time.monotonic() - started, 4)
+    result.not_isolated = support.not_isolated
     return result
+
+
+_START_ATTEMPTS = 2
+_START_RETRY_S = 0.05
 
 
 async def _execute(
     interpreter: str, plan: _Plan, workdir: str, limits: SandboxLimits
 ) -> SandboxResult:
-    loop = asyncio.get_running_loop()
-    try:
-        transport, collector = await loop.subprocess_exec(
-            lambda: _Collector(limits.max_output_bytes),
-            *_argv(interpreter),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            cwd=workdir,
-            env=_child_env(workdir),
-            start_new_session=True,
-            close_fds=True,
-            preexec_fn=plan.preexec(limits),
-        )
-    except (OSError, subprocess.SubprocessError) as error:
-        raise SandboxError(f"the sandbox process could not start: {error}") from error
+    transport, collector = await _start(interpreter, plan, workdir, limits)
     ending = KILLED_TIMEOUT
     try:
         ending = await _wait_for_end(collector, limits.timeout_s)
@@ -155,6 +145,46 @@ async def _execute(
         killed_reason=killed_reason,
         output_truncated=collector.truncated,
     )
+
+
+async def _start(
+    interpreter: str, plan: _Plan, workdir: str, limits: SandboxLimits
+) -> tuple[asyncio.SubprocessTransport, _Collector]:
+    """Start the child; a start that fails (a transient kernel refusal under load) is retried
+    once, and the error names the setup step that failed."""
+    loop = asyncio.get_running_loop()
+    failures: list[str] = []
+    for attempt in range(_START_ATTEMPTS):
+        if attempt:
+            await asyncio.sleep(_START_RETRY_S)
+        report_r, report_w = os.pipe()
+        try:
+            return await loop.subprocess_exec(
+                lambda: _Collector(limits.max_output_bytes),
+                *_argv(interpreter),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=workdir,
+                env=_child_env(workdir),
+                start_new_session=True,
+                close_fds=True,
+                preexec_fn=plan.preexec(limits, workdir, report_fd=report_w),
+            )
+        except (OSError, subprocess.SubprocessError) as error:
+            os.close(report_w)
+            report_w = -1
+            os.set_blocking(report_r, False)  # a concurrent fork may still hold the write end
+            try:
+                detail = os.read(report_r, 512).decode("utf-8", "replace")
+            except BlockingIOError:
+                detail = ""
+            failures.append(f"{error}" + (f" ({detail})" if detail else ""))
+        finally:
+            if report_w >= 0:
+                os.close(report_w)
+            os.close(report_r)
+    raise SandboxError("the sandbox process could not start: " + "; then ".join(failures))
 
 
 async def _wait_for_end(collector: _Collector, timeout_s: float) -> str:

@@ -1,0 +1,110 @@
+"""Machines that refuse some layers: the result names what is missing, and what remains holds.
+
+The probe's findings are replaced by weaker ones (as a kernel refusing namespaces or a missing
+libseccomp would leave them), so these run on any machine that grants the layers they keep.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+from dataclasses import replace
+
+import pytest
+import test_sandbox_containment as host_cases
+
+from agentflow_env.tools.base import ToolContext, ToolResult
+from agentflow_env.tools.python_tool import PythonTool
+from agentflow_env.tools.runner import run_tool
+from agentflow_env.tools.sandbox import SandboxLimits, SandboxSupport, sandbox_support
+from agentflow_env.tools.sandbox.support import _cache_key, _support_cache
+
+LIMITS = SandboxLimits(timeout_s=5.0, cpu_s=5, memory_bytes=256 * 1024 * 1024)
+
+
+def pretend(monkeypatch: pytest.MonkeyPatch, **weaker: object) -> SandboxSupport:
+    """Make this process's sandbox use the real findings with ``weaker`` ones instead."""
+    weakened = replace(sandbox_support(LIMITS), **weaker)
+    monkeypatch.setitem(_support_cache, _cache_key(LIMITS), weakened)
+    return weakened
+
+
+def call(code: str) -> ToolResult:
+    return asyncio.run(run_tool(PythonTool(limits=LIMITS), {"code": code}, ToolContext()))
+
+
+def test_without_namespaces_the_filter_refuses_ip_sockets(monkeypatch: pytest.MonkeyPatch) -> None:
+    if not sandbox_support(LIMITS).seccomp:
+        pytest.skip("this machine does not grant this layer (unix_sockets); the result says so")
+    pretend(monkeypatch, network="seccomp", ipc=False, private_dirs=(), userns=False)
+    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    server.setblocking(False)
+    port = server.getsockname()[1]
+    try:
+        result = call(
+            "import socket\n"
+            "try:\n"
+            f"    socket.create_connection(('127.0.0.1', {port}), timeout=1)\n"
+            "    print('CONNECTED')\n"
+            "except OSError as error:\n"
+            "    print('refused', type(error).__name__)\n"
+        )
+        with pytest.raises(BlockingIOError):  # nothing reached the host's listener
+            server.accept()
+    finally:
+        server.close()
+    assert result.ok, result
+    assert result.output.strip() == "refused PermissionError"
+    assert set(result.metadata["not_isolated"]) - {"uid"} == {"ipc", "tmp"}  # network holds
+
+
+def test_missing_layers_are_named_in_every_result(monkeypatch: pytest.MonkeyPatch) -> None:
+    weakened = pretend(monkeypatch, network=None, ipc=False, private_dirs=(), seccomp=False)
+    assert weakened.not_isolated[-4:] == ("network", "ipc", "tmp", "unix_sockets")
+    result = call("print(6 * 7)")
+    assert result.ok and result.output == "42\n"
+    assert result.metadata["not_isolated"] == list(weakened.not_isolated)
+
+
+def test_namespaces_made_in_a_user_namespace_hold(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Root whose kernel refuses namespaces to root itself makes them in a user namespace, as a
+    normal user does: the IPC and /tmp cases hold there too."""
+    real = sandbox_support(LIMITS)
+    if "ipc" in real.not_isolated or "tmp" in real.not_isolated:
+        pytest.skip("this machine does not grant this layer (ipc) or (tmp); the result says so")
+    network = "userns" if real.network in ("netns", "userns") else real.network
+    pretend(monkeypatch, userns=True, network=network)
+    tool = PythonTool(limits=LIMITS)
+    host_cases.test_system_v_ipc_objects_do_not_outlive_the_call(tool)
+    host_cases.test_posix_message_queues_do_not_outlive_the_call(tool)
+    host_cases.test_files_in_tmp_and_dev_shm_do_not_outlive_the_call(tool)
+    # It ran in a user namespace that maps its own uid only.
+    result = call("import os\nprint(open('/proc/self/uid_map').read().split(), os.getuid())")
+    assert result.ok, result
+    mapped, uid = result.output.rsplit(" ", 1)
+    assert mapped == str([uid.strip()] * 2 + ["1"])
+
+
+@pytest.mark.parametrize("userns", [False, True], ids=["as-root-or-granted", "user-namespace"])
+def test_a_parent_holding_many_descriptors_still_starts_sandboxes(
+    monkeypatch: pytest.MonkeyPatch, userns: bool
+) -> None:
+    """A trainer process holds hundreds of files and sockets; the child's descriptor limit must
+    not bite while the child still holds them (before exec closes them), e.g. while it writes
+    its user namespace's maps."""
+    real = sandbox_support(LIMITS)
+    if userns and real.network not in ("netns", "userns"):
+        pytest.skip("this machine does not grant namespaces; the result says so")
+    if userns:
+        pretend(monkeypatch, userns=True, network="userns")
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(3 * LIMITS.max_open_files)]
+    try:
+        result = call("import os\nprint(len(os.listdir('/proc/self/fd')))")
+    finally:
+        for fd in held:
+            os.close(fd)
+    assert result.ok, result
+    assert int(result.output.strip()) < 16  # the parent's descriptors did not leak in
