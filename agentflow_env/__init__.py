@@ -1,28 +1,28 @@
-"""agentflow-env: AgentFlow's tool-using workflow as a Gymnasium environment whose agent is the planner."""
+"""agentflow-env: AgentFlow's tool-using workflow as a Gymnasium environment whose agent is the planner.
+
+The package is layered; each layer imports only from the layers below it
+(``scripts/check_layers.py`` checks this):
+
+1. ``base``: tokenizers, untrusted text, spaces, the loop runner, shared errors, JSONL helpers.
+2. ``retrieval``, ``tools``, ``tasks``: corpora and search; the executor's tools; task sources.
+3. ``llm``: the OpenAI-compatible client, the judge.
+4. ``workflow``: one episode (``Session``, memory, actions, observations, prompts, rewards,
+   trajectories) and the protocols of the frozen modules it calls.
+5. ``modules``: the frozen modules' ``rule`` and ``llm`` backends.
+6. ``envs``: the Gymnasium facade ``AgentFlowEnv``, its variants and their registration.
+7. ``rollout``: episodes, demonstrations, planners, ``TaskSpec`` labels.
+8. this package's public API (below) and the ``agentflow-env`` command (``cli``).
+"""
 
 from __future__ import annotations
 
-import gymnasium
-
-from agentflow_env.env import AgentFlowEnv
-from agentflow_env.memory import Memory, MemoryEntry, QueryAnalysis
-from agentflow_env.session import Session, SessionConfig
+from agentflow_env.envs.env import AgentFlowEnv
+from agentflow_env.envs.registration import ENV_ENTRY_POINTS, register_envs  # noqa: F401
 from agentflow_env.tasks.base import PlanStep, Task, TaskSource
+from agentflow_env.workflow.memory import Memory, MemoryEntry, QueryAnalysis
+from agentflow_env.workflow.session import Session, SessionConfig
 
 __version__ = "0.1.0"
-
-ENV_ENTRY_POINTS: dict[str, str] = {
-    "AgentFlow-Search-v0": "agentflow_env.env:AgentFlowEnv",
-    "AgentFlow-Code-v0": "agentflow_env.tasks.code:make_code_env",
-}
-
-
-def register_envs() -> None:
-    """Register the environments with Gymnasium (idempotent)."""
-    for env_id, entry_point in ENV_ENTRY_POINTS.items():
-        if env_id not in gymnasium.registry:
-            gymnasium.register(id=env_id, entry_point=entry_point)
-
 
 register_envs()
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import os
 import socket
 import sys
@@ -16,8 +15,15 @@ from typing import Any, NoReturn
 import gymnasium as gym
 from tqdm import tqdm
 
-from agentflow_env.episodes import EpisodeRecord, run_episode, summarize
-from agentflow_env.render import render_turn
+from agentflow_env.base.jsonl import jsonl_line
+from agentflow_env.envs.registration import ENV_ENTRY_POINTS
+from agentflow_env.envs.render import render_turn
+from agentflow_env.llm import LLMEndpoint, LLMError, require_aiohttp
+from agentflow_env.retrieval.index_store import build_index_command
+from agentflow_env.retrieval.server import serve_corpus_file
+from agentflow_env.rollout.episodes import EpisodeRecord, run_episode, summarize
+from agentflow_env.rollout.llm_planners import HFPlanner, OpenAIPlanner
+from agentflow_env.rollout.planners import ExpertPlanner, RandomPlanner
 
 
 class UsageError(Exception):
@@ -159,14 +165,10 @@ def _add_retrieval_commands(commands: Any) -> None:
 
 
 def _build_index_command(args: argparse.Namespace) -> int:
-    from agentflow_env.retrieval.index_store import build_index_command
-
     return build_index_command(args.corpus, args.out, force=args.force)
 
 
 def _serve_retriever_command(args: argparse.Namespace) -> int:
-    from agentflow_env.retrieval.server import serve_corpus_file
-
     return serve_corpus_file(
         args.corpus,
         host=args.host,
@@ -189,8 +191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run_command(args: argparse.Namespace) -> int:
-    import agentflow_env  # noqa: F401  (registers the environments)
-
+    # The env ids are registered by ``agentflow_env/__init__.py``, run before this module.
     _check_out_path(args.out)
     endpoint = _planner_endpoint(args) if args.planner == "openai" else None
     early_planner = _local_planner(args) if args.planner.startswith("hf:") else None
@@ -225,7 +226,7 @@ def _run_command(args: argparse.Namespace) -> int:
             if show_turns:
                 _print_episode(record)
             if out is not None:
-                out.write(json.dumps(record.as_dict(), ensure_ascii=False) + "\n")
+                out.write(jsonl_line(record.as_dict()))
             bar.set_postfix(success=f"{sum(r.success for r in records) / len(records):.0%}")
     finally:
         if out is not None:
@@ -271,8 +272,6 @@ def _check_out_path(out: str | None) -> None:
 
 
 def _agentflow_env_ids() -> list[str]:
-    from agentflow_env import ENV_ENTRY_POINTS
-
     return sorted(ENV_ENTRY_POINTS)
 
 
@@ -317,7 +316,7 @@ def _make_env(args: argparse.Namespace) -> gym.Env:
 def _planner_endpoint(args: argparse.Namespace) -> Any:
     """The served planner's endpoint, checked: configured and reachable."""
     try:
-        from agentflow_env.llm import LLMEndpoint
+        require_aiohttp()
     except ImportError as error:
         raise UsageError(f"--planner openai: {error}") from error
 
@@ -376,8 +375,6 @@ def _local_planner(args: argparse.Namespace) -> Any:
     path = args.planner[3:]
     if not path:
         raise UsageError("--planner hf:PATH needs a model directory (or cached hub id) after hf:")
-    from agentflow_env.llm_planners import HFPlanner
-
     try:
         return HFPlanner(path, do_sample=args.sample, seed=args.seed, device=args.device)
     except (ImportError, OSError) as error:
@@ -385,11 +382,7 @@ def _local_planner(args: argparse.Namespace) -> Any:
 
 
 def _env_planner(args: argparse.Namespace, env: gym.Env, endpoint: Any) -> Any:
-    from agentflow_env.planners import ExpertPlanner, RandomPlanner
-
     if endpoint is not None:
-        from agentflow_env.llm_planners import OpenAIPlanner
-
         return OpenAIPlanner(endpoint, env, temperature=args.temperature)
     if args.planner == "random":
         return RandomPlanner(env, seed=args.seed)
@@ -400,8 +393,6 @@ def _planner_errors(planner: str) -> tuple[type[BaseException], ...]:
     """What a planner raises when its model cannot answer (a setup problem, not a bug)."""
     if planner != "openai":
         return ()
-    from agentflow_env.llm import LLMError
-
     return (LLMError,)
 
 

@@ -16,7 +16,7 @@ import time
 import gymnasium as gym
 
 import agentflow_env  # noqa: F401
-from agentflow_env.actions import format_planner_action
+from agentflow_env.workflow.actions import format_planner_action
 
 
 def main() -> None:

@@ -29,12 +29,12 @@ import gymnasium as gym
 import numpy as np
 
 import agentflow_env  # noqa: F401 - registers the environments
-from agentflow_env.actions import format_planner_action
-from agentflow_env.env import AgentFlowEnv
+from agentflow_env.envs.env import AgentFlowEnv
 from agentflow_env.llm import LLMEndpoint, close_clients
 from agentflow_env.modules import build_modules
-from agentflow_env.session import Session
 from agentflow_env.tasks.base import Task
+from agentflow_env.workflow.actions import format_planner_action
+from agentflow_env.workflow.session import Session
 
 SERVER = Path(__file__).resolve().parent.parent / "tests" / "fake_openai_server.py"
 

@@ -12,7 +12,7 @@ import argparse
 from collections.abc import Iterator
 from pathlib import Path
 
-from agentflow_env.tokens import DEFAULT_VOCAB_SIZE, train_bpe
+from agentflow_env.base.tokens import DEFAULT_VOCAB_SIZE, train_bpe
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parents[1] / "agentflow_env" / "data" / "tokenizer.json"
 

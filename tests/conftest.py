@@ -47,7 +47,7 @@ def tiny_llama_dir(tmp_path: Any) -> Any:
     """A randomly initialised one-layer Llama saved with the bundled tokenizer (no downloads)."""
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
-    from agentflow_env.tokens import load_default_tokenizer, to_hf_tokenizer
+    from agentflow_env.base.tokens import load_default_tokenizer, to_hf_tokenizer
 
     tokenizer = load_default_tokenizer()
     torch.manual_seed(0)

@@ -7,7 +7,7 @@ Replies come from a queue of ``Reply`` objects (optionally for one role only) an
 a ``responder(role, request) -> str | Reply``. ``Reply`` covers the fault modes the client must
 survive: slow beyond the timeout, an HTTP error status, malformed JSON, empty content and
 cut-off text (finish_reason "length"). The role is read from the system prompt of
-``agentflow_env.llm.prompts``. Run as a script (``python tests/fake_openai_server.py --delay
+``agentflow_env.modules.prompts``. Run as a script (``python tests/fake_openai_server.py --delay
 0.1``) it serves the generic responder and prints ``PORT <n>`` once it listens.
 """
 

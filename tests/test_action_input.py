@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 import agentflow_env  # noqa: F401
-from agentflow_env.action_input import MAX_TOKEN_ID, read_action
-from agentflow_env.planners import ExpertPlanner
-from agentflow_env.tokens import load_default_tokenizer
+from agentflow_env.base.tokens import load_default_tokenizer
+from agentflow_env.rollout.planners import ExpertPlanner
+from agentflow_env.workflow.action_input import MAX_TOKEN_ID, read_action
 
 SEARCH = "Justification: j\nContext: {context}\nSub-Goal: s\nTool Name: Search"
 

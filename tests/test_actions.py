@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from agentflow_env.actions import (
+from agentflow_env.workflow.actions import (
     ActionParseError,
     PlannerAction,
     Verdict,

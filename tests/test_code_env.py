@@ -15,10 +15,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from agentflow_env.env import AgentFlowEnv
-from agentflow_env.episodes import run_episode
-from agentflow_env.planners import ExpertPlanner, RandomPlanner
+from agentflow_env.envs.code import make_code_env
+from agentflow_env.envs.env import AgentFlowEnv
 from agentflow_env.retrieval.corpus import format_documents
+from agentflow_env.rollout.episodes import run_episode
+from agentflow_env.rollout.planners import ExpertPlanner, RandomPlanner
 from agentflow_env.tasks.base import Evidence, Task
 from agentflow_env.tasks.code import (
     COMPUTE,
@@ -32,7 +33,6 @@ from agentflow_env.tasks.code import (
     Make24Checker,
     Make24Solver,
     find_solution,
-    make_code_env,
     split_of,
     verified_expression,
 )
@@ -357,9 +357,9 @@ def test_make_code_env_builds_the_registered_configuration() -> None:
 def test_any_valid_make24_expression_earns_the_reward() -> None:
     import random
 
-    from agentflow_env.actions import format_planner_action
-    from agentflow_env.env import AgentFlowEnv
+    from agentflow_env.envs.env import AgentFlowEnv
     from agentflow_env.tasks.code.make24 import build_make24_task
+    from agentflow_env.workflow.actions import format_planner_action
 
     task = build_make24_task((1, 2, 3, 4), random.Random(0), "train")
     alternatives = [e for e in ("1*2*3*4", "(1+2+3)*4", "4*(3+2+1)") if e not in task.gold_answers]

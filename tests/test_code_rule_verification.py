@@ -13,11 +13,8 @@ from typing import Any, cast
 import numpy as np
 import pytest
 
-from agentflow_env.actions import PlannerAction, format_planner_action
-from agentflow_env.env import AgentFlowEnv
-from agentflow_env.memory import Memory
+from agentflow_env.envs.env import AgentFlowEnv
 from agentflow_env.modules import Modules
-from agentflow_env.modules.base import FinalAnswer, Verification
 from agentflow_env.modules.rule import (
     EvidenceAnswerSolver,
     RuleExecutor,
@@ -35,6 +32,9 @@ from agentflow_env.tools.calculator import CalculatorTool
 from agentflow_env.tools.python_tool import PythonTool
 from agentflow_env.tools.registry import ToolSet
 from agentflow_env.tools.search import SearchTool
+from agentflow_env.workflow.actions import PlannerAction, format_planner_action
+from agentflow_env.workflow.frozen_modules import FinalAnswer, Verification
+from agentflow_env.workflow.memory import Memory
 
 CODE_KINDS = (MAKE24, FACT_MATH, COMPUTE)
 SEEDS = range(6)

@@ -12,15 +12,9 @@ import numpy as np
 import pytest
 
 import agentflow_env  # noqa: F401  (registers the environments)
-from agentflow_env.env import AgentFlowEnv
-from agentflow_env.retrieval.corpus import Corpus, Document
-from agentflow_env.tasks.datasets import (
-    DatasetError,
-    DatasetTaskSource,
-    load_corpus_jsonl,
-    load_tasks,
-    resolve_corpus,
-)
+from agentflow_env.envs.env import AgentFlowEnv
+from agentflow_env.retrieval.corpus import Corpus, Document, load_corpus_jsonl, resolve_corpus
+from agentflow_env.tasks.datasets import DatasetError, DatasetTaskSource, load_tasks
 
 QA_ROWS: list[dict[str, Any]] = [
     {

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from agentflow_env.actions import parse_planner_action
-from agentflow_env.demonstrations import (
+from agentflow_env.base.tokens import load_default_tokenizer, to_hf_tokenizer
+from agentflow_env.rollout.demonstrations import (
     expert_action_text,
     expert_conversations,
     expert_demonstrations,
     expert_episode,
     flat_env,
 )
-from agentflow_env.tokens import load_default_tokenizer, to_hf_tokenizer
+from agentflow_env.workflow.actions import parse_planner_action
 
 ENV = {"fresh_world": True, "world_size": "small", "prompt_style": "compact", "max_turns": 3}
 
@@ -57,7 +57,7 @@ def test_conversations_render_to_the_flat_prompts() -> None:
 
 
 def test_demonstrations_need_flat_mode() -> None:
-    from agentflow_env.env import AgentFlowEnv
+    from agentflow_env.envs.env import AgentFlowEnv
 
     with pytest.raises(ValueError, match="flat"):
         expert_episode(AgentFlowEnv(hops=1, **ENV), seed=0)

@@ -13,10 +13,10 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import agentflow_env
-from agentflow_env.actions import format_planner_action
-from agentflow_env.episodes import run_episode
-from agentflow_env.planners import ExpertPlanner, RandomPlanner
+from agentflow_env.rollout.episodes import run_episode
+from agentflow_env.rollout.planners import ExpertPlanner, RandomPlanner
 from agentflow_env.tools.base import Tool, ToolCard, ToolContext, ToolResult
+from agentflow_env.workflow.actions import format_planner_action
 
 ENV_ID = "AgentFlow-Search-v0"
 

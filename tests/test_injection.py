@@ -14,13 +14,13 @@ import gymnasium as gym
 import pytest
 
 import agentflow_env  # noqa: F401
-from agentflow_env.hf_tokens import HFChatTokenizer
-from agentflow_env.prompts import chat_continuation
+from agentflow_env.base.hf_tokens import HFChatTokenizer
+from agentflow_env.base.tokens import load_default_tokenizer, to_hf_tokenizer
+from agentflow_env.base.untrusted import PlainText, special_token_strings
 from agentflow_env.retrieval.corpus import Corpus, Document
 from agentflow_env.tasks.base import Task
-from agentflow_env.tokens import load_default_tokenizer, to_hf_tokenizer
 from agentflow_env.tools.base import Tool, ToolCard, ToolContext, ToolResult
-from agentflow_env.untrusted import PlainText, special_token_strings
+from agentflow_env.workflow.prompts import chat_continuation
 
 pytest.importorskip("transformers")
 

@@ -15,17 +15,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from fake_openai_server import FakeOpenAIServer, Reply, bounded, generic_responder, task_responder  # noqa: E402
 
-from agentflow_env.actions import PlannerAction, format_planner_action  # noqa: E402
-from agentflow_env.env import AgentFlowEnv  # noqa: E402
-from agentflow_env.episodes import run_episode  # noqa: E402
+from agentflow_env.envs.env import AgentFlowEnv  # noqa: E402
 from agentflow_env.llm import LLMEndpoint, LLMJudge  # noqa: E402
-from agentflow_env.llm.prompts import (  # noqa: E402
-    extract_short_answer,
-    parse_json_objects,
-    parse_judgement,
-    parse_query_analysis,
-)
-from agentflow_env.memory import Memory  # noqa: E402
+from agentflow_env.llm.prompts import parse_judgement  # noqa: E402
 from agentflow_env.modules import Modules, build_modules  # noqa: E402
 from agentflow_env.modules.llm import (  # noqa: E402
     NO_VERDICT_NOTE,
@@ -33,12 +25,20 @@ from agentflow_env.modules.llm import (  # noqa: E402
     LLMInitializer,
     LLMVerifier,
 )
-from agentflow_env.planners import ExpertPlanner  # noqa: E402
+from agentflow_env.modules.prompts import (  # noqa: E402
+    extract_short_answer,
+    parse_json_objects,
+    parse_query_analysis,
+)
 from agentflow_env.retrieval.corpus import Corpus, Document  # noqa: E402
-from agentflow_env.rewards import RewardConfig  # noqa: E402
-from agentflow_env.session import Session, SessionConfig  # noqa: E402
+from agentflow_env.rollout.episodes import run_episode  # noqa: E402
+from agentflow_env.rollout.planners import ExpertPlanner  # noqa: E402
 from agentflow_env.tasks.base import PlanStep, Task  # noqa: E402
 from agentflow_env.tools.registry import ToolSet, make_tool  # noqa: E402
+from agentflow_env.workflow.actions import PlannerAction, format_planner_action  # noqa: E402
+from agentflow_env.workflow.memory import Memory  # noqa: E402
+from agentflow_env.workflow.rewards import RewardConfig  # noqa: E402
+from agentflow_env.workflow.session import Session, SessionConfig  # noqa: E402
 
 T = TypeVar("T")
 
@@ -414,7 +414,7 @@ def test_readers_are_tolerant():
 
 
 def test_openai_planner_plays_an_episode(server):
-    from agentflow_env.llm_planners import OpenAIPlanner, messages_from_observation
+    from agentflow_env.rollout.llm_planners import OpenAIPlanner, messages_from_observation
 
     plan = iter([expert_action(TWO_HOP, 0), expert_action(TWO_HOP, 1)])
     server.responder = lambda role, request: next(plan) if role == "planner" else "?"
@@ -434,7 +434,7 @@ def test_openai_planner_plays_an_episode(server):
 
 
 def test_hf_planner_returns_token_ids_the_env_keeps(tiny_llama_dir):
-    from agentflow_env.llm_planners import HFPlanner
+    from agentflow_env.rollout.llm_planners import HFPlanner
 
     planner = HFPlanner(str(tiny_llama_dir), max_new_tokens=8, device="cpu", do_sample=True, seed=0)
     env = gym.make("AgentFlow-Search-v0", tasks=[ONE_HOP], max_turns=1)

@@ -7,15 +7,15 @@ from typing import Any
 
 import pytest
 
-from agentflow_env.env import AgentFlowEnv
-from agentflow_env.modules.base import Modules
+from agentflow_env.envs.env import AgentFlowEnv
 from agentflow_env.modules.rule import (
     RuleExecutor,
     RuleGeneralist,
     RuleInitializer,
     RuleVerifier,
 )
-from agentflow_env.planners import ExpertPlanner
+from agentflow_env.rollout.planners import ExpertPlanner
+from agentflow_env.workflow.frozen_modules import Modules
 
 
 class Returns:

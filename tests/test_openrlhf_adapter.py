@@ -28,10 +28,10 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 agent_module = pytest.importorskip("openrlhf.utils.agent")
 
-from agentflow_env.planners import ExpertPlanner, RandomPlanner  # noqa: E402
-from agentflow_env.tasks.spec import TaskSpec, TaskSpecError, synthetic_specs  # noqa: E402
-from agentflow_env.tokens import load_default_tokenizer, to_hf_tokenizer  # noqa: E402
-from agentflow_env.trajectory import flow_grpo_advantages  # noqa: E402
+from agentflow_env.base.tokens import load_default_tokenizer, to_hf_tokenizer  # noqa: E402
+from agentflow_env.rollout.planners import ExpertPlanner, RandomPlanner  # noqa: E402
+from agentflow_env.rollout.spec import TaskSpec, TaskSpecError, synthetic_specs  # noqa: E402
+from agentflow_env.workflow.trajectory import flow_grpo_advantages  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 AGENT_FUNC = ROOT / "adapters" / "openrlhf" / "agent_func.py"
@@ -403,7 +403,7 @@ def test_task_spec_round_trip_and_errors():
 
 
 def test_env_kwargs_json_forms():
-    from agentflow_env.tasks.spec import env_kwargs_from_json
+    from agentflow_env.rollout.spec import env_kwargs_from_json
 
     kwargs = env_kwargs_from_json(
         {

@@ -37,15 +37,15 @@ from test_openrlhf_adapter import (  # noqa: E402
     spec_for,
 )
 
-from agentflow_env.env import AgentFlowEnv  # noqa: E402
-from agentflow_env.modules.base import Modules  # noqa: E402
+from agentflow_env.base.tokens import load_default_tokenizer, to_hf_tokenizer  # noqa: E402
+from agentflow_env.envs.env import AgentFlowEnv  # noqa: E402
 from agentflow_env.modules.rule import (  # noqa: E402
     RuleExecutor,
     RuleInitializer,
 )
-from agentflow_env.session import Session  # noqa: E402
-from agentflow_env.tasks.spec import TaskSpec  # noqa: E402
-from agentflow_env.tokens import load_default_tokenizer, to_hf_tokenizer  # noqa: E402
+from agentflow_env.rollout.spec import TaskSpec  # noqa: E402
+from agentflow_env.workflow.frozen_modules import Modules  # noqa: E402
+from agentflow_env.workflow.session import Session  # noqa: E402
 
 VOCAB = load_default_tokenizer().vocab_size
 ACTION = (

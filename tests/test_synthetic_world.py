@@ -338,7 +338,7 @@ def test_arithmetic_stops_at_the_first_calculation_over_the_facts_right_or_wrong
     """The verifier never tells a wrong Calculator result from a right one: one scored answer."""
     import gymnasium as gym
 
-    from agentflow_env.actions import format_planner_action
+    from agentflow_env.workflow.actions import format_planner_action
 
     env = gym.make("AgentFlow-Search-v0", kinds="arithmetic", hops=2)
     env.reset(seed=3)

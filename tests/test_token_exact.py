@@ -6,9 +6,9 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-import agentflow_env  # noqa: F401
-from agentflow_env.hf_tokens import HFChatTokenizer, resolve_tokenizer
-from agentflow_env.planners import ExpertPlanner
+import agentflow_env.base as agentflow_env  # registers the envs; .tokens: the bundled BPE
+from agentflow_env.base.hf_tokens import HFChatTokenizer, resolve_tokenizer
+from agentflow_env.rollout.planners import ExpertPlanner
 
 pytest.importorskip("transformers")
 
@@ -221,7 +221,7 @@ class _WholeTextTokenizer:
 
 
 def test_prompt_encoder_falls_back_when_splitting_changes_ids():
-    from agentflow_env.observations import PromptEncoder
+    from agentflow_env.workflow.observations import PromptEncoder
 
     encoder = PromptEncoder(_WholeTextTokenizer())
     messages = [{"role": "system", "content": "tools"}, {"role": "user", "content": "q"}]

@@ -10,7 +10,7 @@ from types import ModuleType
 
 import pytest
 
-from agentflow_env.tokens import (
+from agentflow_env.base.tokens import (
     END_OF_TEXT,
     IM_END,
     IM_START,

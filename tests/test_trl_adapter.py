@@ -22,8 +22,8 @@ from datasets import Dataset  # noqa: E402
 from transformers import LlamaConfig, LlamaForCausalLM  # noqa: E402
 from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 
-from agentflow_env.planners import ExpertPlanner  # noqa: E402
-from agentflow_env.tokens import load_default_tokenizer, to_hf_tokenizer  # noqa: E402
+from agentflow_env.base.tokens import load_default_tokenizer, to_hf_tokenizer  # noqa: E402
+from agentflow_env.rollout.planners import ExpertPlanner  # noqa: E402
 
 ROLLOUT_PATH = Path(__file__).resolve().parents[1] / "adapters" / "trl" / "rollout.py"
 ENV = {"hops": 1, "max_turns": 2}

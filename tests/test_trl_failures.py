@@ -26,9 +26,9 @@ from datasets import Dataset  # noqa: E402
 from test_trl_adapter import rollout, tiny_model  # noqa: E402
 from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 
-from agentflow_env.env import AgentFlowEnv  # noqa: E402
-from agentflow_env.tasks.spec import TaskSpec  # noqa: E402
-from agentflow_env.tokens import load_default_tokenizer, to_hf_tokenizer  # noqa: E402
+from agentflow_env.base.tokens import load_default_tokenizer, to_hf_tokenizer  # noqa: E402
+from agentflow_env.envs.env import AgentFlowEnv  # noqa: E402
+from agentflow_env.rollout.spec import TaskSpec  # noqa: E402
 
 NAN = float("nan")
 LOGGER = "agentflow_env.adapters.trl"

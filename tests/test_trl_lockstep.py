@@ -134,7 +134,7 @@ def test_grpo_trainer_on_two_processes_generates_in_lockstep(tmp_path: Path) -> 
 
 def test_single_process_has_no_collective_and_no_padding() -> None:
     """Without lockstep (one process; see also test_trl_failures) calls follow the live count."""
-    from agentflow_env.tokens import load_default_tokenizer, to_hf_tokenizer
+    from agentflow_env.base.tokens import load_default_tokenizer, to_hf_tokenizer
 
     tokenizer = to_hf_tokenizer(load_default_tokenizer())
     calls: list[int] = []
@@ -178,8 +178,8 @@ def episodes_worker(rank: int, port: int, out: Path) -> None:
     """Real run_episodes on real envs, with a server-mode-like collective generate."""
     import torch.distributed as dist
 
-    from agentflow_env.planners import ExpertPlanner
-    from agentflow_env.tokens import load_default_tokenizer, to_hf_tokenizer
+    from agentflow_env.base.tokens import load_default_tokenizer, to_hf_tokenizer
+    from agentflow_env.rollout.planners import ExpertPlanner
 
     dist.init_process_group(
         "gloo",
@@ -263,7 +263,7 @@ def trainer_worker(rank: int, port: int, out: Path) -> None:
     from test_trl_adapter import tiny_model
     from trl import GRPOConfig, GRPOTrainer
 
-    from agentflow_env.tokens import load_default_tokenizer, to_hf_tokenizer
+    from agentflow_env.base.tokens import load_default_tokenizer, to_hf_tokenizer
 
     torch.set_num_threads(1)
     tokenizer = to_hf_tokenizer(load_default_tokenizer())

@@ -66,11 +66,11 @@ from typing import Any
 import torch
 from openrlhf.utils.agent import AgentInstanceBase, MultiTurnAgentExecutor
 
-from agentflow_env.env import AgentFlowEnv
-from agentflow_env.hf_tokens import resolve_tokenizer
-from agentflow_env.session import Session
-from agentflow_env.tasks.spec import DEFAULT_ENV_ID, TaskSpec
-from agentflow_env.tokens import ChatTokenizer
+from agentflow_env.base.hf_tokens import resolve_tokenizer
+from agentflow_env.base.tokens import ChatTokenizer
+from agentflow_env.envs.env import AgentFlowEnv
+from agentflow_env.rollout.spec import DEFAULT_ENV_ID, TaskSpec
+from agentflow_env.workflow.session import Session
 
 DEFAULT_MAX_TURN_TOKENS = 1024
 LOG_KEYS = (

@@ -19,8 +19,8 @@ import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from agentflow_env.rollout.spec import DEFAULT_ENV_ID, TaskSpec, dataset_specs, synthetic_specs
 from agentflow_env.tasks.base import Task
-from agentflow_env.tasks.spec import DEFAULT_ENV_ID, TaskSpec, dataset_specs, synthetic_specs
 
 
 def write_jsonl(rows: Iterable[tuple[TaskSpec, Task]], out: str, datasource: str) -> int:

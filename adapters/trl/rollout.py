@@ -55,14 +55,9 @@ from typing import Any
 
 import torch
 
-from agentflow_env.env import AgentFlowEnv
+from agentflow_env.envs.env import AgentFlowEnv
+from agentflow_env.rollout.spec import DEFAULT_ENV_ID, TaskSpec, TaskSpecError, env_kwargs_from_json
 from agentflow_env.tasks.base import Task
-from agentflow_env.tasks.spec import (
-    DEFAULT_ENV_ID,
-    TaskSpec,
-    TaskSpecError,
-    env_kwargs_from_json,
-)
 
 logger = logging.getLogger("agentflow_env.adapters.trl")
 

@@ -1,6 +1,9 @@
-"""LLM backends: an async OpenAI-compatible client, prompts, the judge, an optional vLLM engine.
+"""LLM backends: an async OpenAI-compatible client, the judge and its prompt, an optional vLLM
+engine (``agentflow_env.llm.vllm_engine``, imported on demand).
 
-Imported only when an LLM backend is asked for; needs ``aiohttp`` (the ``llm`` extra).
+Layer 3: uses only ``agentflow_env.base``. Calling a model needs ``aiohttp`` (the ``llm`` extra),
+imported when the first client is made. The prompts of the LLM-backed frozen modules live with
+those modules, in ``agentflow_env.modules.prompts``.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from agentflow_env.llm.client import (
     as_backend,
     close_clients,
     get_client,
+    require_aiohttp,
 )
 from agentflow_env.llm.judge import LLMJudge
 
@@ -27,4 +31,5 @@ __all__ = [
     "as_backend",
     "close_clients",
     "get_client",
+    "require_aiohttp",
 ]

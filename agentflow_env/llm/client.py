@@ -8,6 +8,10 @@ every connection on each request, which costs ~4x the CPU at 64 concurrent reque
 docs/llm.md.) Failed attempts (timeouts, connection errors, HTTP 429/5xx, malformed JSON,
 empty content) are retried with exponential backoff and jitter; after the last one the call raises
 ``LLMError``, a ``ModuleError`` that the session records and turns into a clean episode end.
+
+aiohttp (the ``llm`` extra) is imported when the first ``ChatClient`` is made, so endpoints,
+results and errors are usable without it. The first client also registers ``close_clients`` with
+``LoopRunner`` (``on_loop_close``): an env closing its loop closes that loop's pools.
 """
 
 from __future__ import annotations
@@ -22,17 +26,14 @@ import time
 import weakref
 from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-try:
+from agentflow_env.base.errors import ModuleError
+from agentflow_env.base.loop_runner import on_loop_close
+from agentflow_env.base.untrusted import neutralize_chat_markup
+
+if TYPE_CHECKING:
     import aiohttp
-except ImportError as exc:  # pragma: no cover - depends on the installed extras
-    raise ImportError(
-        'the LLM backends need aiohttp: pip install "agentflow-env[llm]" (or pip install aiohttp)'
-    ) from exc
-
-from agentflow_env.modules.base import ModuleError
-from agentflow_env.untrusted import neutralize_chat_markup
 
 __all__ = [
     "ChatBackend",
@@ -43,6 +44,7 @@ __all__ = [
     "as_backend",
     "close_clients",
     "get_client",
+    "require_aiohttp",
 ]
 
 Message = Mapping[str, str]
@@ -63,6 +65,16 @@ _ENV_FIELDS = {
 
 class LLMError(ModuleError):
     """An LLM call failed after its last retry (or with an error that retrying cannot fix)."""
+
+
+def require_aiohttp() -> None:
+    """Raise a clear ``ImportError`` when aiohttp (the ``llm`` extra) is not installed."""
+    try:
+        import aiohttp  # noqa: F401
+    except ImportError as exc:  # pragma: no cover - depends on the installed extras
+        raise ImportError(
+            'the LLM backends need aiohttp: pip install "agentflow-env[llm]" (or pip install aiohttp)'
+        ) from exc
 
 
 @dataclass(frozen=True)
@@ -206,6 +218,8 @@ class ChatClient:
     """Chat completions against one endpoint, safe to share across envs, loops and threads."""
 
     def __init__(self, endpoint: LLMEndpoint) -> None:
+        require_aiohttp()
+        on_loop_close(close_clients)  # envs close their loop's pools when they close
         self.endpoint = endpoint
         self._states: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState] = (
             weakref.WeakKeyDictionary()
@@ -224,6 +238,8 @@ class ChatClient:
         seed: int | None = None,
     ) -> ChatResult:
         """One completion; retried on transient failures; ``LLMError`` when all attempts fail."""
+        import aiohttp
+
         ep = self.endpoint
         body: dict[str, Any] = {
             "model": ep.model,
@@ -297,6 +313,8 @@ class ChatClient:
         return base * (0.5 + random.random())
 
     def _state(self) -> _LoopState:
+        import aiohttp
+
         loop = asyncio.get_running_loop()
         with self._lock:
             state = self._states.get(loop)

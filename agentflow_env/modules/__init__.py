@@ -1,21 +1,28 @@
-"""Frozen-module backends and how an environment picks them."""
+"""Frozen-module backends and how an environment picks them.
+
+The protocols the backends implement (``Initializer``, ``Executor``, ``Verifier``, ``Generalist``,
+the ``Modules`` bundle) belong to the workflow that calls them,
+``agentflow_env.workflow.frozen_modules``, and ``ModuleError`` to ``agentflow_env.base.errors``;
+both are re-exported here.
+"""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping
 
-from agentflow_env.modules.base import (
+from agentflow_env.base.errors import ModuleError
+from agentflow_env.llm.client import LLMEndpoint
+from agentflow_env.modules.llm import LLMExecutor, LLMGeneralist, LLMInitializer, LLMVerifier
+from agentflow_env.modules.rule import RuleExecutor, RuleGeneralist, RuleInitializer, RuleVerifier
+from agentflow_env.workflow.frozen_modules import (
     Executor,
     FinalAnswer,
     Generalist,
     Initializer,
-    ModuleError,
     Modules,
     Verification,
     Verifier,
 )
-from agentflow_env.modules.rule import RuleExecutor, RuleGeneralist, RuleInitializer, RuleVerifier
 
 ROLES = ("initializer", "executor", "verifier", "generalist")
 _RULE = {
@@ -23,6 +30,12 @@ _RULE = {
     "executor": RuleExecutor,
     "verifier": RuleVerifier,
     "generalist": RuleGeneralist,
+}
+_LLM = {
+    "initializer": LLMInitializer,
+    "executor": LLMExecutor,
+    "verifier": LLMVerifier,
+    "generalist": LLMGeneralist,
 }
 
 
@@ -61,8 +74,7 @@ def build_modules(
 
 
 def _is_endpoint(value: object) -> bool:
-    client = sys.modules.get("agentflow_env.llm.client")  # no endpoint exists before its import
-    return client is not None and isinstance(value, client.LLMEndpoint)
+    return isinstance(value, LLMEndpoint)
 
 
 def _role_endpoint(endpoint: object, role: str) -> object:
@@ -70,21 +82,11 @@ def _role_endpoint(endpoint: object, role: str) -> object:
         endpoint = endpoint.get(role)
     if endpoint is not None:
         return endpoint
-    from agentflow_env.llm.client import LLMEndpoint
-
     return LLMEndpoint.from_env(role)
 
 
 def _llm_module(role: str, target: object) -> object:
-    from agentflow_env.modules import llm
-
-    classes = {
-        "initializer": llm.LLMInitializer,
-        "executor": llm.LLMExecutor,
-        "verifier": llm.LLMVerifier,
-        "generalist": llm.LLMGeneralist,
-    }
-    return classes[role](target)  # type: ignore[arg-type]
+    return _LLM[role](target)  # type: ignore[arg-type]
 
 
 __all__ = [

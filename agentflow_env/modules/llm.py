@@ -15,9 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentflow_env.actions import PlannerAction, parse_verdict
 from agentflow_env.llm.client import ChatBackend, ChatResult, LLMEndpoint, as_backend
-from agentflow_env.llm.prompts import (
+from agentflow_env.modules.prompts import (
     executor_messages,
     extract_short_answer,
     generalist_messages,
@@ -27,11 +26,12 @@ from agentflow_env.llm.prompts import (
     parse_query_analysis,
     verifier_messages,
 )
-from agentflow_env.memory import Memory, QueryAnalysis
-from agentflow_env.modules.base import FinalAnswer, Verification
 from agentflow_env.tasks.base import Task
 from agentflow_env.tools.base import Tool, ToolArgumentError
 from agentflow_env.tools.registry import ToolSet
+from agentflow_env.workflow.actions import PlannerAction, parse_verdict
+from agentflow_env.workflow.frozen_modules import FinalAnswer, Verification
+from agentflow_env.workflow.memory import Memory, QueryAnalysis
 
 __all__ = [
     "LLMExecutor",

@@ -22,12 +22,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agentflow_env.actions import PlannerAction
-from agentflow_env.memory import Memory, QueryAnalysis
-from agentflow_env.modules.base import FinalAnswer, Verification
 from agentflow_env.tasks.base import AnswerSolver, Evidence, Task
+from agentflow_env.tasks.scoring import normalize_answer
 from agentflow_env.tools.base import Tool
 from agentflow_env.tools.registry import ToolSet
+from agentflow_env.workflow.actions import PlannerAction
+from agentflow_env.workflow.frozen_modules import FinalAnswer, Verification
+from agentflow_env.workflow.memory import Memory, QueryAnalysis
 
 CANNOT_ANSWER = "I cannot answer from the evidence gathered."
 
@@ -134,8 +135,6 @@ class EvidenceAnswerSolver:
         self.gold_answers = tuple(a for a in gold_answers if a.strip())
 
     def solve(self, evidence: Sequence[Evidence]) -> str | None:
-        from agentflow_env.tasks.scoring import normalize_answer
-
         for item in evidence:
             if not item.ok:
                 continue

@@ -1,10 +1,23 @@
-"""Documents and corpora: the text a search tool retrieves from."""
+"""Documents and corpora: the text a search tool retrieves from, and corpus files.
+
+A corpus file is wiki-18 style JSONL, optionally gzipped: ``{"id", "contents": "title\\ntext"}``
+or ``{"id", "title", "text"}`` per line. Errors (``DatasetError``) name the file and the line.
+"""
 
 from __future__ import annotations
 
+import functools
 import hashlib
-from collections.abc import Iterable
+import os
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agentflow_env.base.errors import DatasetError
+from agentflow_env.base.jsonl import read_jsonl
+
+PathLike = str | os.PathLike[str]
 
 
 @dataclass(frozen=True)
@@ -94,3 +107,50 @@ def _parse_header(line: str) -> str | None:
     if close < 2 or not line[1:close].isdigit():
         return None
     return line[close + 2 :].strip()
+
+
+# -- corpus files ---------------------------------------------------------------------------------
+def load_corpus_jsonl(path: PathLike, corpus_id: str = "") -> Corpus:
+    """Read a wiki-18 style corpus. A record without an id gets its 0-based index as id.
+
+    ``contents`` is split at its first newline into title and text, so ``Document.contents``
+    gives back the original string (when it has a newline).
+    """
+    file = Path(path)
+    documents: list[Document] = []
+    for index, (where, record) in enumerate(read_jsonl(file)):
+        documents.append(_to_document(record, file, where, index))
+    return Corpus.from_documents(documents, corpus_id)
+
+
+def resolve_corpus(corpus: Corpus | PathLike | None) -> Corpus | None:
+    """A ``Corpus`` as is; a path loaded with ``load_corpus_jsonl`` (cached per unchanged file)."""
+    if corpus is None or isinstance(corpus, Corpus):
+        return corpus
+    file = Path(corpus).resolve()
+    try:
+        stat = file.stat()
+    except OSError as error:
+        raise DatasetError(f"{file}: cannot read corpus ({error.strerror})") from error
+    return _cached_corpus(str(file), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=4)
+def _cached_corpus(path: str, mtime_ns: int, size: int) -> Corpus:
+    return load_corpus_jsonl(path)
+
+
+def _to_document(record: Mapping[str, Any], file: Path, where: str, index: int) -> Document:
+    doc_id = next((record[k] for k in ("id", "doc_id", "_id") if record.get(k) is not None), index)
+    if isinstance(doc_id, bool) or not isinstance(doc_id, str | int):
+        raise DatasetError(f"{file}, {where}: 'id' must be a string or an integer, got {doc_id!r}")
+    contents = record.get("contents")
+    if contents is not None:
+        if not isinstance(contents, str):
+            raise DatasetError(f"{file}, {where}: 'contents' must be a string")
+        head, _, body = contents.partition("\n")
+        return Document(str(doc_id), head, body)
+    title, text = record.get("title") or "", record.get("text")
+    if not isinstance(text, str) or not isinstance(title, str):
+        raise DatasetError(f"{file}, {where}: expected 'contents' or 'title' and 'text' strings")
+    return Document(str(doc_id), title, text)

@@ -22,7 +22,7 @@ from pathlib import Path
 import bm25s
 
 from agentflow_env.retrieval.bm25 import BM25Index, get_index, tokenize_for_search
-from agentflow_env.retrieval.corpus import Corpus
+from agentflow_env.retrieval.corpus import Corpus, load_corpus_jsonl
 
 PathLike = str | os.PathLike[str]
 FORMAT_VERSION = 1
@@ -135,8 +135,6 @@ def build_index(
 
 def build_index_command(corpus_path: PathLike, out: PathLike | None, force: bool = False) -> int:
     """``agentflow-env build-index``: load the corpus file, build or reuse its index, report."""
-    from agentflow_env.tasks.datasets import load_corpus_jsonl
-
     started = time.perf_counter()
     corpus = load_corpus_jsonl(corpus_path)
     loaded = time.perf_counter()

@@ -1,7 +1,6 @@
 """An async client for Search-R1 style retriever servers (``POST /retrieve``), with retries.
 
 Works with ``agentflow-env serve-retriever`` and with Search-R1's / FlashRAG's own servers.
-Needs ``httpx`` (imported when the first request is made).
 """
 
 from __future__ import annotations
@@ -10,13 +9,12 @@ import asyncio
 import threading
 import weakref
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+import httpx
 
 from agentflow_env.retrieval.bm25 import Hit
 from agentflow_env.retrieval.corpus import Document
-
-if TYPE_CHECKING:
-    import httpx
 
 RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
 
@@ -51,10 +49,6 @@ class RemoteRetriever:
             raise ValueError(f"retriever URL must start with http:// or https://, got {url!r}")
         if timeout_s <= 0 or max_retries < 0 or backoff_s < 0:
             raise ValueError("timeout_s must be > 0, max_retries and backoff_s >= 0")
-        try:
-            import httpx  # noqa: F401 - fail here, not at the first search
-        except ImportError as error:  # pragma: no cover - depends on the installation
-            raise ImportError("RemoteRetriever needs httpx: pip install httpx") from error
         base = url.rstrip("/")
         self.url = base.removesuffix("/retrieve")
         self.endpoint = self.url + "/retrieve"
@@ -96,8 +90,6 @@ class RemoteRetriever:
             await client.aclose()
 
     async def _post(self, body: dict[str, Any]) -> Any:
-        import httpx
-
         client = self._client()
         problem = "no answer"
         for attempt in range(self.tries):
@@ -134,8 +126,6 @@ class RemoteRetriever:
 
     def _client(self) -> httpx.AsyncClient:
         """One connection pool per event loop (an httpx client must stay on its loop)."""
-        import httpx
-
         loop = asyncio.get_running_loop()
         with self._lock:
             client = self._clients.get(loop)

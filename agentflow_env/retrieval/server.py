@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import queue
+import signal
 import threading
 import time
 from collections.abc import Sequence
@@ -24,7 +25,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from agentflow_env.retrieval.bm25 import BM25Index, Hit, get_index
-from agentflow_env.retrieval.corpus import Corpus
+from agentflow_env.retrieval.corpus import Corpus, load_corpus_jsonl
+from agentflow_env.retrieval.index_store import load_or_build_index
 
 DEFAULT_TOPK = 3
 MAX_TOPK = 1000
@@ -340,11 +342,6 @@ def serve_corpus_file(
     batch_window_s: float = 0.002,
 ) -> int:
     """``agentflow-env serve-retriever``: serve a corpus JSONL until Ctrl-C or SIGTERM."""
-    import signal
-
-    from agentflow_env.retrieval.index_store import load_or_build_index
-    from agentflow_env.tasks.datasets import load_corpus_jsonl
-
     corpus = load_corpus_jsonl(corpus_path)
     index = load_or_build_index(corpus, cache_dir) if use_cache else get_index(corpus)
     handle = start_retriever_server(

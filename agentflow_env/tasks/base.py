@@ -1,4 +1,5 @@
-"""What a task is: a question, its gold answers, and what the offline modules need to judge it."""
+"""What a task is: a question, its gold answers, and what the offline modules need to judge it;
+where tasks come from (``TaskSource``), and the simplest source, a fixed list."""
 
 from __future__ import annotations
 
@@ -85,3 +86,18 @@ class TaskSource(Protocol):
     def __len__(self) -> int:
         """Number of distinct tasks (may be very large for generated sources)."""
         ...
+
+
+class ListTaskSource:
+    """A fixed list of tasks, sampled uniformly."""
+
+    def __init__(self, tasks: Sequence[Task]):
+        if not tasks:
+            raise ValueError("a task list must hold at least one task")
+        self.tasks = tuple(tasks)
+
+    def sample(self, rng: np.random.Generator) -> Task:
+        return self.tasks[int(rng.integers(len(self.tasks)))]
+
+    def __len__(self) -> int:
+        return len(self.tasks)

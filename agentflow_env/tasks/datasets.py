@@ -1,27 +1,27 @@
-"""Real QA data and corpora from files: the formats users bring (see DESIGN.md, "Data formats").
+"""Real QA data from files: the formats users bring (see DESIGN.md, "Data formats").
 
 - FlashRAG / Search-R1 QA JSONL: one ``{"id", "question", "golden_answers": [...]}`` per line.
 - AgentFlow test JSON: a list of ``{"pid", "query" or "question", "answer": str | list}``.
 - Parquet with the JSONL fields (needs ``pyarrow``, imported only for Parquet files).
-- Corpus JSONL (wiki-18 style): ``{"id", "contents": "title\\ntext"}`` or ``{"id", "title", "text"}``.
 
-Files may be gzipped (``.gz``). Errors name the file and the 1-based line (JSONL) or the 0-based
-record index (JSON lists, Parquet).
+Their corpora (wiki-18 style JSONL) are read by ``agentflow_env.retrieval.corpus``.
+
+Files may be gzipped (``.gz``). Errors (``DatasetError``) name the file and the 1-based line
+(JSONL) or the 0-based record index (JSON lists, Parquet).
 """
 
 from __future__ import annotations
 
-import functools
-import gzip
 import json
 import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
-from agentflow_env.retrieval.corpus import Corpus, Document
-from agentflow_env.tasks.base import Task
-from agentflow_env.tasks.sources import ListTaskSource
+from agentflow_env.base.errors import DatasetError
+from agentflow_env.base.jsonl import Record, as_object, open_text, read_jsonl
+from agentflow_env.retrieval.corpus import Corpus, resolve_corpus
+from agentflow_env.tasks.base import ListTaskSource, Task
 
 PathLike = str | os.PathLike[str]
 FORMATS = ("jsonl", "json", "parquet")
@@ -30,10 +30,6 @@ _QUESTION_KEYS = ("question", "query")
 _ANSWER_KEYS = ("golden_answers", "answer", "answers")
 _ID_KEYS = ("id", "pid", "qid", "_id")
 _SPLIT_WORDS = {"train": "train", "dev": "dev", "val": "dev", "valid": "dev", "test": "test"}
-
-
-class DatasetError(ValueError):
-    """A data file cannot be read; the message names the file and the line or record."""
 
 
 def load_tasks(
@@ -87,49 +83,7 @@ class DatasetTaskSource(ListTaskSource):
         )
 
 
-def load_corpus_jsonl(path: PathLike, corpus_id: str = "") -> Corpus:
-    """Read a wiki-18 style corpus. A record without an id gets its 0-based index as id.
-
-    ``contents`` is split at its first newline into title and text, so ``Document.contents``
-    gives back the original string (when it has a newline).
-    """
-    file = Path(path)
-    documents: list[Document] = []
-    for index, (where, record) in enumerate(_jsonl_records(file)):
-        documents.append(_to_document(record, file, where, index))
-    return Corpus.from_documents(documents, corpus_id)
-
-
-def resolve_corpus(corpus: Corpus | PathLike | None) -> Corpus | None:
-    """A ``Corpus`` as is; a path loaded with ``load_corpus_jsonl`` (cached per unchanged file)."""
-    if corpus is None or isinstance(corpus, Corpus):
-        return corpus
-    file = Path(corpus).resolve()
-    try:
-        stat = file.stat()
-    except OSError as error:
-        raise DatasetError(f"{file}: cannot read corpus ({error.strerror})") from error
-    return _cached_corpus(str(file), stat.st_mtime_ns, stat.st_size)
-
-
-@functools.lru_cache(maxsize=4)
-def _cached_corpus(path: str, mtime_ns: int, size: int) -> Corpus:
-    return load_corpus_jsonl(path)
-
-
 # -- reading records ----------------------------------------------------------------------------
-Record = tuple[str, Mapping[str, Any]]
-
-
-def _open_text(file: Path) -> IO[str]:
-    try:
-        if file.suffix == ".gz":
-            return gzip.open(file, "rt", encoding="utf-8")
-        return open(file, encoding="utf-8")  # noqa: SIM115 - the caller closes it
-    except OSError as error:
-        raise DatasetError(f"{file}: cannot open ({error.strerror})") from error
-
-
 def _detect_format(file: Path) -> str:
     suffixes = [s.lower() for s in file.suffixes if s.lower() != ".gz"]
     suffix = suffixes[-1] if suffixes else ""
@@ -144,7 +98,7 @@ def _detect_format(file: Path) -> str:
                     return "parquet"
         except OSError as error:
             raise DatasetError(f"{file}: cannot open ({error.strerror})") from error
-    with _open_text(file) as text:
+    with open_text(file) as text:
         try:
             first = next((line for line in text if line.strip()), "").strip()
         except (UnicodeDecodeError, OSError) as error:
@@ -166,7 +120,7 @@ def _is_jsonl_record(line: str) -> bool:
 
 def _records(file: Path, fmt: str) -> Iterator[Record]:
     if fmt == "jsonl":
-        return _jsonl_records(file)
+        return read_jsonl(file)
     if fmt == "json":
         return _json_records(file)
     if fmt == "parquet":
@@ -174,25 +128,8 @@ def _records(file: Path, fmt: str) -> Iterator[Record]:
     raise ValueError(f"format must be one of {FORMATS}, got {fmt!r}")
 
 
-def _jsonl_records(file: Path) -> Iterator[Record]:
-    with _open_text(file) as lines:
-        number = 0
-        try:
-            for number, line in enumerate(lines, start=1):
-                if not line.strip():
-                    continue
-                where = f"line {number}"
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError as error:
-                    raise DatasetError(f"{file}, {where}: invalid JSON ({error.msg})") from None
-                yield where, _as_object(record, file, where)
-        except UnicodeDecodeError as error:
-            raise DatasetError(f"{file}, line {number + 1}: not UTF-8 text ({error})") from None
-
-
 def _json_records(file: Path) -> Iterator[Record]:
-    with _open_text(file) as text:
+    with open_text(file) as text:
         try:
             data = json.load(text)
         except json.JSONDecodeError as error:
@@ -206,7 +143,7 @@ def _json_records(file: Path) -> Iterator[Record]:
         raise DatasetError(f"{file}: expected a JSON list of objects, got {type(data).__name__}")
     for index, record in enumerate(data):
         where = f"record {index} (0-based)"
-        yield where, _as_object(record, file, where)
+        yield where, as_object(record, file, where)
 
 
 def _parquet_records(file: Path) -> Iterator[Record]:
@@ -225,12 +162,6 @@ def _parquet_records(file: Path) -> Iterator[Record]:
         for record in batch.to_pylist():
             yield f"record {index} (0-based)", record
             index += 1
-
-
-def _as_object(record: Any, file: Path, where: str) -> Mapping[str, Any]:
-    if not isinstance(record, Mapping):
-        raise DatasetError(f"{file}, {where}: expected a JSON object, got {type(record).__name__}")
-    return record
 
 
 # -- records to tasks and documents --------------------------------------------------------------
@@ -310,27 +241,9 @@ def _split_from_name(file: Path) -> str:
     return next((_SPLIT_WORDS[w] for w in words if w in _SPLIT_WORDS), "test")
 
 
-def _to_document(record: Mapping[str, Any], file: Path, where: str, index: int) -> Document:
-    doc_id = next((record[k] for k in ("id", "doc_id", "_id") if record.get(k) is not None), index)
-    if isinstance(doc_id, bool) or not isinstance(doc_id, str | int):
-        raise DatasetError(f"{file}, {where}: 'id' must be a string or an integer, got {doc_id!r}")
-    contents = record.get("contents")
-    if contents is not None:
-        if not isinstance(contents, str):
-            raise DatasetError(f"{file}, {where}: 'contents' must be a string")
-        head, _, body = contents.partition("\n")
-        return Document(str(doc_id), head, body)
-    title, text = record.get("title") or "", record.get("text")
-    if not isinstance(text, str) or not isinstance(title, str):
-        raise DatasetError(f"{file}, {where}: expected 'contents' or 'title' and 'text' strings")
-    return Document(str(doc_id), title, text)
-
-
 __all__ = [
     "FORMATS",
     "DatasetError",
     "DatasetTaskSource",
-    "load_corpus_jsonl",
     "load_tasks",
-    "resolve_corpus",
 ]

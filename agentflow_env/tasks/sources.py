@@ -7,25 +7,13 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import numpy as np
-
 from agentflow_env.retrieval.corpus import Corpus
-from agentflow_env.tasks.base import Task, TaskSource
-
-
-class ListTaskSource:
-    """A fixed list of tasks, sampled uniformly."""
-
-    def __init__(self, tasks: Sequence[Task]):
-        if not tasks:
-            raise ValueError("a task list must hold at least one task")
-        self.tasks = tuple(tasks)
-
-    def sample(self, rng: np.random.Generator) -> Task:
-        return self.tasks[int(rng.integers(len(self.tasks)))]
-
-    def __len__(self) -> int:
-        return len(self.tasks)
+from agentflow_env.retrieval.index_store import load_or_build_index
+from agentflow_env.tasks.base import TaskSource
+from agentflow_env.tasks.datasets import DatasetTaskSource
+from agentflow_env.tasks.synthetic import SyntheticTaskSource, WorldConfig
+from agentflow_env.tasks.synthetic.program import KINDS
+from agentflow_env.tasks.synthetic.sampling import BUCKETS
 
 
 def _as_tuple(value: int | Sequence[int] | Sequence[str] | None) -> tuple | None:
@@ -52,9 +40,6 @@ def check_world_size(world_size: str | None) -> None:
 def _check_synthetic_settings(
     hops: tuple | None, kinds: tuple | None, split: str, world_size: str | None
 ) -> None:
-    from agentflow_env.tasks.synthetic.program import KINDS
-    from agentflow_env.tasks.synthetic.sampling import BUCKETS
-
     check_world_size(world_size)
     if split not in SYNTHETIC_SPLITS:
         raise ValueError(f"split must be one of {list(SYNTHETIC_SPLITS)}, got {split!r}")
@@ -143,33 +128,6 @@ def _given(value: Any, default: Any) -> bool:
     return bool(value is not default and value != default)
 
 
-def check_dataset_corpus(
-    corpus: object, tools: Sequence[object], retriever_url: str | None
-) -> None:
-    """``dataset=`` without ``corpus=`` leaves a local Search tool nothing to search: refuse it.
-
-    Fine when a retriever server answers searches (``retriever_url=`` or the
-    ``AGENTFLOW_RETRIEVER_URL`` variable) or when no tool searches locally.
-    """
-    if corpus is not None:
-        return
-    from agentflow_env.tools.registry import canonical_tool_name
-    from agentflow_env.tools.search import RETRIEVER_URL_ENV_VAR, SearchTool
-
-    remote = bool((retriever_url or os.environ.get(RETRIEVER_URL_ENV_VAR, "")).strip())
-    for tool in tools:
-        if isinstance(tool, str):
-            local = canonical_tool_name(tool) == "search" and not remote
-        else:
-            local = isinstance(tool, SearchTool) and tool.remote is None
-        if local:
-            raise ValueError(
-                "dataset= without corpus= leaves the Search tool nothing to search: pass "
-                "corpus= (a corpus JSONL), or retriever_url= (a retriever server, see "
-                "`agentflow-env serve-retriever`), or tools= without Search"
-            )
-
-
 @functools.lru_cache(maxsize=32)
 def _cached_synthetic(
     world_seed: int,
@@ -179,8 +137,6 @@ def _cached_synthetic(
     split: str,
     fresh_world: bool,
 ) -> TaskSource:
-    from agentflow_env.tasks.synthetic import SyntheticTaskSource, WorldConfig
-
     sizes = {"default": WorldConfig, "small": WorldConfig.small}
     check_world_size(world_size)
     return SyntheticTaskSource(
@@ -203,11 +159,7 @@ def dataset_source(
     warm_index: bool = True,
 ) -> TaskSource:
     """Tasks from a QA file; its corpus gets a BM25 index cached on disk and shared in-process."""
-    from agentflow_env.tasks.datasets import DatasetTaskSource
-
     source = DatasetTaskSource(dataset, corpus=corpus, split=split, limit=limit)
     if warm_index and source.corpus is not None:
-        from agentflow_env.retrieval.index_store import load_or_build_index
-
         load_or_build_index(source.corpus, index_cache_dir)
     return source

@@ -12,9 +12,10 @@ import dataclasses
 import re
 import textwrap
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from agentflow_env.tools.base import Tool, ToolCard, ToolContext, ToolResult
+from agentflow_env.tools.e2b_sandbox import E2BSandbox
 from agentflow_env.tools.sandbox import (
     SandboxError,
     SandboxLimits,
@@ -22,9 +23,6 @@ from agentflow_env.tools.sandbox import (
     describe_failure,
     run_python,
 )
-
-if TYPE_CHECKING:
-    from agentflow_env.tools.e2b_sandbox import E2BSandbox
 
 _STDERR_TAIL_CHARS = 2000
 
@@ -112,8 +110,6 @@ class PythonTool(Tool):
         self.limits = limits or SandboxLimits()
         self._e2b = e2b
         if backend == "e2b" and e2b is None:
-            from agentflow_env.tools.e2b_sandbox import E2BSandbox
-
             self._e2b = E2BSandbox(limits=self.limits)
         # The sandbox enforces the time limit itself, so that a program stopped at it still
         # reports what it printed; the runner waits this much longer (killing, cleaning up; E2B

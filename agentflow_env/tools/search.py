@@ -9,14 +9,12 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from agentflow_env.retrieval.bm25 import get_index
 from agentflow_env.retrieval.corpus import Corpus, Document, format_documents
+from agentflow_env.retrieval.remote import RemoteRetriever, RetrieverError
 from agentflow_env.tools.base import Tool, ToolArgumentError, ToolCard, ToolContext, ToolResult
-
-if TYPE_CHECKING:
-    from agentflow_env.retrieval.remote import RemoteRetriever
 
 MAX_TOP_K = 10
 RETRIEVER_URL_ENV_VAR = "AGENTFLOW_RETRIEVER_URL"
@@ -50,8 +48,6 @@ class SearchTool(Tool):
             retriever_url = os.environ.get(RETRIEVER_URL_ENV_VAR, "")
         self.remote: RemoteRetriever | None = None
         if retriever_url.strip():
-            from agentflow_env.retrieval.remote import RemoteRetriever
-
             self.remote = RemoteRetriever(retriever_url.strip(), retriever_timeout_s, max_retries)
             # Let every try run; the session still caps this with its own tool_timeout_s.
             self.timeout_s = self.remote.worst_case_s() + 1.0
@@ -99,8 +95,6 @@ class SearchTool(Tool):
             return ToolResult.failure(str(error))
         top_k = _clamp_top_k(args.get("top_k", self.top_k))
         if self.remote is not None:
-            from agentflow_env.retrieval.remote import RetrieverError
-
             try:
                 hits = await self.remote.search(args["query"], top_k)
             except RetrieverError as error:

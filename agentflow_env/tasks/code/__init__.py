@@ -2,13 +2,11 @@
 any valid expression), arithmetic over synthetic-world facts (Search, then Python/Calculator),
 and questions a short program answers (primes, Fibonacci numbers, digit sums...).
 
-The rule modules answer only from tool outputs in memory, as in the search world.
+The rule modules answer only from tool outputs in memory, as in the search world. The
+``AgentFlow-Code-v0`` environment over these tasks is built by ``agentflow_env.envs.code``.
 """
 
 from __future__ import annotations
-
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
 
 from agentflow_env.tasks.code.compute import COMPUTE, FAMILIES, FAMILY_NAMES, Family
 from agentflow_env.tasks.code.evidence import ComputedAnswerSolver, computed_numbers, last_number
@@ -23,82 +21,13 @@ from agentflow_env.tasks.code.make24 import (
 )
 from agentflow_env.tasks.code.source import KINDS, CodeTaskSource, split_of
 
-if TYPE_CHECKING:
-    from agentflow_env.env import AgentFlowEnv
-
-CODE_TOOLS: tuple[str, ...] = ("Python", "Calculator", "Search")
-
-
-# ``AgentFlowEnv`` settings that pick or shape other task sources: this variant generates its own.
-UNUSED_SETTINGS: tuple[str, ...] = (
-    "hops",
-    "task_source",
-    "tasks",
-    "dataset",
-    "corpus",
-    "dataset_split",
-    "dataset_limit",
-    "index_cache_dir",
-)
-
-
-def make_code_env(
-    seed: int | None = None,
-    kinds: str | Sequence[str] | None = None,
-    split: str = "train",
-    fresh_world: bool = False,
-    tools: Sequence[Any] = CODE_TOOLS,
-    world_seed: int | None = None,
-    world_size: str | None = None,
-    **env_kwargs: Any,
-) -> AgentFlowEnv:
-    """An ``AgentFlowEnv`` over a ``CodeTaskSource`` (the ``AgentFlow-Code-v0`` entry point).
-
-    ``world_seed`` (or its older name ``seed``) and ``world_size`` pick the synthetic world the
-    fact questions are about, so they need ``"fact_math"`` among ``kinds``. Settings this variant
-    does not use (``hops``, other task sources) raise ``ValueError`` instead of being ignored.
-    """
-    import agentflow_env.tools.python_tool  # noqa: F401  (registers the "Python" tool)
-    from agentflow_env.env import AgentFlowEnv
-
-    unused = [name for name in UNUSED_SETTINGS if env_kwargs.get(name) is not None]
-    if unused:
-        raise ValueError(
-            f"AgentFlow-Code-v0 does not use {', '.join(f'{n}=' for n in unused)}: it generates "
-            "its own tasks (settings: kinds=, split=, fresh_world=, world_seed=, world_size=)"
-        )
-    for name in UNUSED_SETTINGS:
-        env_kwargs.pop(name, None)
-    if seed is not None and world_seed is not None and seed != world_seed:
-        raise ValueError(
-            f"seed={seed} and world_seed={world_seed} name the same world seed: give one of them"
-        )
-    source = CodeTaskSource(
-        seed=world_seed if world_seed is not None else seed or 0,
-        kinds=kinds,
-        split=split,
-        fresh_world=fresh_world,
-        world_size=world_size,
-    )
-    world = {"seed": seed, "world_seed": world_seed, "world_size": world_size}
-    given = [f"{name}=" for name, value in world.items() if value is not None]
-    if given and FACT_MATH not in source.kinds:
-        raise ValueError(
-            f"{', '.join(given)} only shape the world of fact_math questions, and "
-            f"kinds={list(source.kinds)} has none: add 'fact_math' to kinds or drop them"
-        )
-    return AgentFlowEnv(task_source=source, tools=tools, **env_kwargs)
-
-
 __all__ = [
-    "CODE_TOOLS",
     "COMPUTE",
     "FACT_MATH",
     "FAMILIES",
     "FAMILY_NAMES",
     "KINDS",
     "MAKE24",
-    "UNUSED_SETTINGS",
     "CodeTaskSource",
     "ComputedAnswerSolver",
     "FactMathSolver",
@@ -110,7 +39,6 @@ __all__ = [
     "computed_numbers",
     "find_solution",
     "last_number",
-    "make_code_env",
     "split_of",
     "verified_expression",
 ]

@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from agentflow_env.tokens import ChatTokenizer
-from agentflow_env.untrusted import PlainText, repair_surrogates
+from agentflow_env.base.tokens import ChatTokenizer
+from agentflow_env.base.untrusted import PlainText, repair_surrogates
 
 MAX_TOKEN_ID = 2**31 - 1
 """Largest id kept verbatim; anything else is not a token id at all (negative, huge, not finite)."""

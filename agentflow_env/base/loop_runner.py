@@ -4,12 +4,28 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import sys
+import threading
 import weakref
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+
+LoopCloseHook = Callable[[], Coroutine[Any, Any, None]]
+
+_close_hooks: list[LoopCloseHook] = []
+_close_hooks_lock = threading.Lock()
+
+
+def on_loop_close(hook: LoopCloseHook) -> None:
+    """Have every ``LoopRunner`` await ``hook()`` on its loop when it closes (idempotent).
+
+    For resources bound to the loop that used them, such as an LLM client's connection pools
+    (``agentflow_env.llm.client`` registers its ``close_clients``).
+    """
+    with _close_hooks_lock:
+        if hook not in _close_hooks:
+            _close_hooks.append(hook)
 
 
 class LoopRunner:
@@ -35,9 +51,11 @@ class LoopRunner:
         return self._pool.submit(self._loop.run_until_complete, coro).result()
 
     def close(self) -> None:
-        client = sys.modules.get("agentflow_env.llm.client")
-        if client is not None and not self._loop.is_closed():
-            self.run(client.close_clients())  # this loop's connection pools
+        with _close_hooks_lock:
+            hooks = list(_close_hooks)
+        for hook in hooks:
+            if not self._loop.is_closed():
+                self.run(hook())  # e.g. this loop's connection pools
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None

@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from agentflow_env.memory import MemoryEntry
-
-if TYPE_CHECKING:
-    from agentflow_env.session import Session
+from agentflow_env.workflow.memory import MemoryEntry
+from agentflow_env.workflow.session import Session
 
 RULE = "-" * 72
 

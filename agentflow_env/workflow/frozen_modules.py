@@ -1,7 +1,10 @@
-"""The frozen modules around the planner, as swappable async backends.
+"""The frozen modules around the planner, as the session calls them: four async protocols, the
+records they return and the ``Modules`` bundle.
 
-Each module gets the task and the memory and returns a small record. Backends: ``rule`` (offline,
-deterministic, reads evidence text) and, later, ``llm`` (any OpenAI-compatible endpoint).
+Each module gets the task and the memory and returns a small record. The backends implementing
+these protocols live one layer up, in ``agentflow_env.modules``: ``rule`` (offline, deterministic,
+reads evidence text) and ``llm`` (any OpenAI-compatible endpoint). A module that cannot produce a
+usable output raises ``agentflow_env.base.errors.ModuleError``.
 """
 
 from __future__ import annotations
@@ -10,15 +13,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from agentflow_env.actions import PlannerAction
-from agentflow_env.memory import Memory, QueryAnalysis
 from agentflow_env.tasks.base import Task
 from agentflow_env.tools.base import Tool
 from agentflow_env.tools.registry import ToolSet
-
-
-class ModuleError(RuntimeError):
-    """A module could not produce a usable output; recorded in memory, never raised out of step."""
+from agentflow_env.workflow.actions import PlannerAction
+from agentflow_env.workflow.memory import Memory, QueryAnalysis
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from agentflow_env.tokens import ChatTokenizer
+from agentflow_env.base.tokens import ChatTokenizer
 
 __all__ = [
     "BREAK",

@@ -12,20 +12,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
-from agentflow_env.action_input import ActionInput, read_action
-from agentflow_env.actions import ActionParseError, PlannerAction, parse_planner_action
-from agentflow_env.memory import Memory, MemoryEntry, QueryAnalysis
-from agentflow_env.modules.base import FinalAnswer, Modules
-from agentflow_env.observations import Observation, PromptEncoder, grow_prompt
-from agentflow_env.prompts import planner_messages, step_feedback
-from agentflow_env.rewards import RewardConfig, answer_score, terminal_reward
+from agentflow_env.base.tokens import ChatTokenizer
+from agentflow_env.base.untrusted import shorten
 from agentflow_env.tasks.base import Task
-from agentflow_env.tokens import ChatTokenizer
 from agentflow_env.tools.base import ToolContext, ToolResult
 from agentflow_env.tools.registry import ToolSet
 from agentflow_env.tools.runner import run_tool
-from agentflow_env.trajectory import Trajectory, TurnRecord
-from agentflow_env.untrusted import shorten
+from agentflow_env.workflow.action_input import ActionInput, read_action
+from agentflow_env.workflow.actions import ActionParseError, PlannerAction, parse_planner_action
+from agentflow_env.workflow.frozen_modules import FinalAnswer, Modules
+from agentflow_env.workflow.memory import Memory, MemoryEntry, QueryAnalysis
+from agentflow_env.workflow.observations import Observation, PromptEncoder, grow_prompt
+from agentflow_env.workflow.prompts import planner_messages, step_feedback
+from agentflow_env.workflow.rewards import RewardConfig, answer_score, terminal_reward
+from agentflow_env.workflow.trajectory import Trajectory, TurnRecord
 
 
 class AnswerJudge(Protocol):

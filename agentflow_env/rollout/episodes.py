@@ -8,7 +8,7 @@ from typing import Any, Protocol
 
 import gymnasium as gym
 
-from agentflow_env.memory import MemoryEntry
+from agentflow_env.workflow.memory import MemoryEntry
 
 
 class Planner(Protocol):

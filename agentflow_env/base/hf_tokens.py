@@ -9,7 +9,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agentflow_env.tokens import ChatTokenizer, load_default_tokenizer, render_chatml
+from agentflow_env.base.tokens import ChatTokenizer, load_default_tokenizer, render_chatml
 
 
 class HFChatTokenizer:

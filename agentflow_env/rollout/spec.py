@@ -19,14 +19,18 @@ import json
 import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+import gymnasium as gym
 import numpy as np
 
+from agentflow_env.envs.env import AgentFlowEnv
+from agentflow_env.llm.client import LLMEndpoint
+from agentflow_env.retrieval.corpus import resolve_corpus
 from agentflow_env.tasks.base import Task, TaskSource
-
-if TYPE_CHECKING:
-    from agentflow_env.env import AgentFlowEnv
+from agentflow_env.tasks.datasets import load_tasks
+from agentflow_env.tasks.sources import synthetic_source
+from agentflow_env.tools.registry import make_tool
 
 DEFAULT_ENV_ID = "AgentFlow-Search-v0"
 _RECORD_KEYS = ("task_id", "question", "gold_answers", "kind", "hops", "split", "corpus")
@@ -124,14 +128,9 @@ class TaskSpec:
 
     def make_env(self, default_env_id: str = DEFAULT_ENV_ID, **overrides: Any) -> AgentFlowEnv:
         """A new env for this spec: ``overrides`` (objects, not JSON) win over ``env_kwargs``."""
-        import gymnasium as gym
-
-        import agentflow_env  # noqa: F401  (registers the env ids)
-
         kwargs = {**env_kwargs_from_json(self.env_kwargs), **overrides}
+        # The env ids are registered by ``agentflow_env/__init__.py``, run before any submodule.
         env = gym.make(self.env_id or default_env_id, **kwargs).unwrapped
-        from agentflow_env.env import AgentFlowEnv
-
         if not isinstance(env, AgentFlowEnv):
             raise TaskSpecError(f"{self.env_id!r} is not an AgentFlowEnv")
         return env
@@ -142,8 +141,6 @@ def task_from_record(record: Mapping[str, Any]) -> Task:
     _check_record(record)
     corpus = None
     if record.get("corpus"):
-        from agentflow_env.tasks.datasets import resolve_corpus
-
         corpus = resolve_corpus(str(record["corpus"]))
     gold = record["gold_answers"]
     return Task(
@@ -212,8 +209,6 @@ def _tool(entry: Any) -> Any:
     if isinstance(entry, str):
         return entry
     if isinstance(entry, Mapping) and isinstance(entry.get("name"), str):
-        from agentflow_env.tools.registry import make_tool
-
         options = {k: v for k, v in entry.items() if k != "name"}
         return make_tool(entry["name"], **options)
     raise TaskSpecError(f"a tool is a name or an object with a 'name', got {entry!r:.80}")
@@ -221,8 +216,6 @@ def _tool(entry: Any) -> Any:
 
 def _module_choice(choice: Any) -> Any:
     if isinstance(choice, Mapping):
-        from agentflow_env.llm.client import LLMEndpoint
-
         return LLMEndpoint(**choice)
     return choice
 
@@ -245,8 +238,6 @@ def synthetic_specs(
     A fixed world yields its tasks by ``task_id`` in a seeded order, cycling when ``count`` is
     larger than the split; fresh worlds yield seeds ``seed, seed + 1, ...``.
     """
-    from agentflow_env.tasks.sources import synthetic_source
-
     env_kwargs: dict[str, Any] = {"split": split, "world_seed": world_seed}
     for key, value in (("hops", hops), ("kinds", kinds), ("world_size", world_size)):
         if value is not None:
@@ -287,8 +278,6 @@ def dataset_specs(
     ``corpus`` (a corpus JSONL path) is recorded in each task, for local search; leave it out
     when the Search tool asks a retriever server.
     """
-    from agentflow_env.tasks.datasets import load_tasks
-
     for task in load_tasks(path, split=split, limit=limit):
         yield TaskSpec.for_task(task, env_id, env_kwargs, corpus_path=corpus), task
 

@@ -18,10 +18,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from agentflow_env.env import AgentFlowEnv
-from agentflow_env.planners import ExpertPlanner
-from agentflow_env.prompts import step_feedback
-from agentflow_env.session import Session
+from agentflow_env.envs.env import AgentFlowEnv
+from agentflow_env.rollout.planners import ExpertPlanner
+from agentflow_env.workflow.prompts import step_feedback
+from agentflow_env.workflow.session import Session
 
 ActionStyle = Literal["full", "compact", "minimal"]
 ACTION_STYLES: tuple[str, ...] = ("full", "compact", "minimal")

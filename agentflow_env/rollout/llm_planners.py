@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from agentflow_env._async import LoopRunner
-
-if TYPE_CHECKING:  # the client needs aiohttp, which HFPlanner users may not have
-    from agentflow_env.llm.client import ChatBackend, LLMEndpoint
+from agentflow_env.base.loop_runner import LoopRunner
+from agentflow_env.llm.client import ChatBackend, LLMEndpoint, as_backend
 
 __all__ = ["HFPlanner", "OpenAIPlanner", "messages_from_observation"]
 
@@ -57,8 +55,6 @@ class OpenAIPlanner:
         temperature: float | None = None,
         max_tokens: int | None = 512,
     ) -> None:
-        from agentflow_env.llm.client import as_backend
-
         self.backend = as_backend(backend)
         self.env = env
         self.temperature = temperature

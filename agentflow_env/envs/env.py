@@ -14,15 +14,24 @@ from typing import Any, SupportsFloat
 import gymnasium as gym
 from gymnasium import spaces
 
-from agentflow_env._async import LoopRunner
-from agentflow_env.action_input import MAX_TOKEN_ID
-from agentflow_env.hf_tokens import resolve_tokenizer
-from agentflow_env.modules import Modules, build_modules
-from agentflow_env.observations import PromptEncoder
-from agentflow_env.render import render_episode
+from agentflow_env.base.hf_tokens import resolve_tokenizer
+from agentflow_env.base.loop_runner import LoopRunner
+from agentflow_env.base.spaces import AnyText, TokenIds
+from agentflow_env.base.tokens import ChatTokenizer
+from agentflow_env.envs.render import render_episode
+from agentflow_env.llm import LLMEndpoint, LLMJudge
+from agentflow_env.modules import build_modules
 from agentflow_env.retrieval.corpus import Corpus
-from agentflow_env.rewards import RewardConfig
-from agentflow_env.session import (
+from agentflow_env.tasks.base import ListTaskSource, Task, TaskSource
+from agentflow_env.tasks.sources import check_source_settings, dataset_source, synthetic_source
+from agentflow_env.tools.base import Tool
+from agentflow_env.tools.registry import ToolSet, canonical_tool_name, make_tool
+from agentflow_env.tools.search import RETRIEVER_URL_ENV_VAR, SearchTool
+from agentflow_env.workflow.action_input import MAX_TOKEN_ID
+from agentflow_env.workflow.frozen_modules import Modules
+from agentflow_env.workflow.observations import PromptEncoder
+from agentflow_env.workflow.rewards import RewardConfig
+from agentflow_env.workflow.session import (
     DEFAULT_MAX_ACTION_TOKENS,
     DEFAULT_MAX_PROMPT_TOKENS,
     AnswerJudge,
@@ -30,19 +39,7 @@ from agentflow_env.session import (
     Session,
     SessionConfig,
 )
-from agentflow_env.spaces import AnyText, TokenIds
-from agentflow_env.tasks.base import Task, TaskSource
-from agentflow_env.tasks.sources import (
-    ListTaskSource,
-    check_dataset_corpus,
-    check_source_settings,
-    dataset_source,
-    synthetic_source,
-)
-from agentflow_env.tokens import ChatTokenizer
-from agentflow_env.tools.base import Tool
-from agentflow_env.tools.registry import ToolSet, canonical_tool_name, make_tool
-from agentflow_env.trajectory import Trajectory
+from agentflow_env.workflow.trajectory import Trajectory
 
 DEFAULT_TOOLS = ("Search", "Calculator")
 
@@ -53,6 +50,30 @@ def _tool(spec: str | Tool, retriever_url: str | None) -> Tool:
     if retriever_url is not None and canonical_tool_name(spec) == "search":
         return make_tool(spec, retriever_url=retriever_url)
     return make_tool(spec)
+
+
+def check_dataset_corpus(
+    corpus: object, tools: Sequence[object], retriever_url: str | None
+) -> None:
+    """``dataset=`` without ``corpus=`` leaves a local Search tool nothing to search: refuse it.
+
+    Fine when a retriever server answers searches (``retriever_url=`` or the
+    ``AGENTFLOW_RETRIEVER_URL`` variable) or when no tool searches locally.
+    """
+    if corpus is not None:
+        return
+    remote = bool((retriever_url or os.environ.get(RETRIEVER_URL_ENV_VAR, "")).strip())
+    for tool in tools:
+        if isinstance(tool, str):
+            local = canonical_tool_name(tool) == "search" and not remote
+        else:
+            local = isinstance(tool, SearchTool) and tool.remote is None
+        if local:
+            raise ValueError(
+                "dataset= without corpus= leaves the Search tool nothing to search: pass "
+                "corpus= (a corpus JSONL), or retriever_url= (a retriever server, see "
+                "`agentflow-env serve-retriever`), or tools= without Search"
+            )
 
 
 class AgentFlowEnv(gym.Env[dict[str, Any], str]):
@@ -180,8 +201,6 @@ class AgentFlowEnv(gym.Env[dict[str, Any], str]):
         self.tools = ToolSet([_tool(t, retriever_url) for t in tools])
         self.modules = build_modules(modules, endpoint=llm_endpoint)
         if reward == "llm_judge" and judge is None:
-            from agentflow_env.llm import LLMEndpoint, LLMJudge
-
             judge = LLMJudge(LLMEndpoint.from_env("judge"))
         self.tokenizer: ChatTokenizer = resolve_tokenizer(tokenizer)
         self.prompt_encoder = PromptEncoder(self.tokenizer)
@@ -286,7 +305,7 @@ class AgentFlowEnv(gym.Env[dict[str, Any], str]):
         return self.session.task
 
     def trajectory(self) -> Trajectory:
-        """The current episode's exact turn records (see ``agentflow_env.trajectory``)."""
+        """The current episode's exact turn records (see ``agentflow_env.workflow.trajectory``)."""
         if self.session is None:
             raise gym.error.ResetNeeded("no episode yet: call reset()")
         return self.session.trajectory()

@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from agentflow_env.prompts import Message, chat_continuation
-from agentflow_env.tokens import ChatTokenizer
-from agentflow_env.untrusted import PlainText
+from agentflow_env.base.tokens import ChatTokenizer
+from agentflow_env.base.untrusted import PlainText
+from agentflow_env.workflow.prompts import Message, chat_continuation
 
 
 @dataclass

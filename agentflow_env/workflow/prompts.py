@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from agentflow_env.memory import Memory
-from agentflow_env.tokens import ChatTokenizer
+from agentflow_env.base.tokens import ChatTokenizer
+from agentflow_env.base.untrusted import shorten
 from agentflow_env.tools.registry import ToolSet
-from agentflow_env.untrusted import shorten
+from agentflow_env.workflow.memory import Memory
 
 Message = dict[str, str]
 MAX_FEEDBACK_FIELD_CHARS = 2000

@@ -11,13 +11,12 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from agentflow_env.actions import format_planner_action
+from agentflow_env.envs.env import AgentFlowEnv
 from agentflow_env.retrieval.corpus import Corpus
+from agentflow_env.workflow.actions import format_planner_action
 
 
 def _agentflow_env(env: gym.Env) -> Any:
-    from agentflow_env.env import AgentFlowEnv
-
     base = env.unwrapped
     if not isinstance(base, AgentFlowEnv):
         raise TypeError(f"expected an AgentFlowEnv (possibly wrapped), got {type(base).__name__}")

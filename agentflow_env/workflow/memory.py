@@ -12,8 +12,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from agentflow_env.base.untrusted import shorten
 from agentflow_env.tasks.base import Evidence
-from agentflow_env.untrusted import shorten
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,59 @@
+"""Reading and writing JSON Lines: one JSON object per line, optionally gzipped (``.gz``).
+
+Read errors are ``DatasetError``s naming the file and the 1-based line.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import IO, Any
+
+from agentflow_env.base.errors import DatasetError
+
+__all__ = ["Record", "as_object", "jsonl_line", "open_text", "read_jsonl"]
+
+Record = tuple[str, Mapping[str, Any]]
+"""``(where, record)``: where is ``"line N"`` (JSONL) or ``"record N (0-based)"``."""
+
+
+def open_text(file: Path) -> IO[str]:
+    """``file`` opened for reading as UTF-8 text, through gzip when it ends in ``.gz``."""
+    try:
+        if file.suffix == ".gz":
+            return gzip.open(file, "rt", encoding="utf-8")
+        return open(file, encoding="utf-8")  # noqa: SIM115 - the caller closes it
+    except OSError as error:
+        raise DatasetError(f"{file}: cannot open ({error.strerror})") from error
+
+
+def read_jsonl(file: Path) -> Iterator[Record]:
+    """Each object of a JSONL file with its line; blank lines are skipped."""
+    with open_text(file) as lines:
+        number = 0
+        try:
+            for number, line in enumerate(lines, start=1):
+                if not line.strip():
+                    continue
+                where = f"line {number}"
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError as error:
+                    raise DatasetError(f"{file}, {where}: invalid JSON ({error.msg})") from None
+                yield where, as_object(record, file, where)
+        except UnicodeDecodeError as error:
+            raise DatasetError(f"{file}, line {number + 1}: not UTF-8 text ({error})") from None
+
+
+def as_object(record: Any, file: Path, where: str) -> Mapping[str, Any]:
+    """``record`` if it is a JSON object, else a ``DatasetError`` saying what it is."""
+    if not isinstance(record, Mapping):
+        raise DatasetError(f"{file}, {where}: expected a JSON object, got {type(record).__name__}")
+    return record
+
+
+def jsonl_line(record: Any) -> str:
+    """``record`` as one JSONL line (non-ASCII kept as is), newline included."""
+    return json.dumps(record, ensure_ascii=False) + "\n"
