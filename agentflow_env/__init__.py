@@ -16,11 +16,19 @@ The package is layered; each layer imports only from the layers below it
 
 from __future__ import annotations
 
+from agentflow_env.base.hf_tokens import HFChatTokenizer, resolve_tokenizer
+from agentflow_env.base.tokens import BundledTokenizer, ChatTokenizer, load_default_tokenizer
+from agentflow_env.envs.config import CodeEnvConfig, EnvConfig, SearchEnvConfig
 from agentflow_env.envs.env import AgentFlowEnv
 from agentflow_env.envs.registration import ENV_ENTRY_POINTS, register_envs  # noqa: F401
+from agentflow_env.rollout.planners import ExpertPlanner, RandomPlanner
+from agentflow_env.rollout.spec import TaskSpec
 from agentflow_env.tasks.base import PlanStep, Task, TaskSource
-from agentflow_env.workflow.memory import Memory, MemoryEntry, QueryAnalysis
+from agentflow_env.tools import Tool, ToolCard, ToolContext, ToolResult, register_tool
+from agentflow_env.workflow.memory import Memory, MemoryEntry, QueryAnalysis, VerificationStatus
+from agentflow_env.workflow.outcome import EndReason, EpisodeOutcome
 from agentflow_env.workflow.session import Session, SessionConfig
+from agentflow_env.workflow.trajectory import Trajectory, TurnRecord, flow_grpo_advantages
 
 __version__ = "0.1.0"
 
@@ -28,13 +36,35 @@ register_envs()
 
 __all__ = [
     "AgentFlowEnv",
+    "BundledTokenizer",
+    "ChatTokenizer",
+    "CodeEnvConfig",
+    "EnvConfig",
+    "EndReason",
+    "EpisodeOutcome",
+    "ExpertPlanner",
+    "HFChatTokenizer",
     "Memory",
     "MemoryEntry",
     "PlanStep",
     "QueryAnalysis",
+    "RandomPlanner",
+    "SearchEnvConfig",
     "Session",
     "SessionConfig",
     "Task",
     "TaskSource",
+    "TaskSpec",
+    "Tool",
+    "ToolCard",
+    "ToolContext",
+    "ToolResult",
+    "Trajectory",
+    "TurnRecord",
+    "VerificationStatus",
+    "flow_grpo_advantages",
+    "load_default_tokenizer",
     "register_envs",
+    "register_tool",
+    "resolve_tokenizer",
 ]

@@ -16,7 +16,8 @@ import gymnasium as gym
 from tqdm import tqdm
 
 from agentflow_env.base.jsonl import jsonl_line
-from agentflow_env.envs.registration import ENV_ENTRY_POINTS
+from agentflow_env.envs.config import add_config_arguments, settings_from_args
+from agentflow_env.envs.registration import ENV_CONFIGS, ENV_ENTRY_POINTS
 from agentflow_env.envs.render import render_turn
 from agentflow_env.llm import LLMEndpoint, LLMError, require_aiohttp
 from agentflow_env.retrieval.index_store import build_index_command
@@ -62,6 +63,11 @@ def _positive_int(text: str) -> int:
 
 PLANNERS = "expert | random | openai | hf:PATH"
 
+RUN_DEFAULTS: dict[str, Any] = {"split": "test"}
+"""Where ``run`` departs from the envs' defaults: it evaluates on held-out questions (a
+``--dataset`` brings its own split)."""
+SHOWN_DEFAULTS = {"tokenizer": "bundled, or hf:PATH's"}
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="agentflow-env", description=__doc__)
@@ -74,29 +80,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--planner", default="expert", help=PLANNERS)
     run.add_argument("--episodes", type=_positive_int, default=3, help="episodes to run")
     run.add_argument("--seed", type=int, default=0, help="episode i is reset with seed + i")
-    run.add_argument(
-        "--hops", type=int, default=None, help="documents each question needs (default: any)"
-    )
-    run.add_argument(
-        "--kinds",
-        default=None,
-        help="comma-separated question kinds, e.g. bridge,comparison,arithmetic (Search) or "
-        "make24,fact_math,compute (Code) (default: all)",
-    )
-    run.add_argument("--split", default="test", choices=["train", "test"], help="task split")
-    run.add_argument(
-        "--max-turns", type=_positive_int, default=10, help="planner turns per episode"
-    )
-    run.add_argument("--fresh-world", action="store_true", help="a new small world per episode")
-    run.add_argument("--modules", default="rule", choices=["rule", "llm"], help="frozen modules")
-    run.add_argument(
-        "--reward",
-        default="exact_match",
-        choices=["exact_match", "f1", "llm_judge"],
-        help="episode reward",
-    )
-    run.add_argument(
-        "--tokenizer", default=None, help="env tokenizer (default: bundled, or hf:PATH's)"
+    # One option per setting of the registered envs' configs (``agentflow_env.envs.config``).
+    env_settings = add_config_arguments(
+        run,
+        ENV_CONFIGS,
+        shown_defaults={**{k: str(v) for k, v in RUN_DEFAULTS.items()}, **SHOWN_DEFAULTS},
     )
     served = run.add_argument_group("served planner (--planner openai)")
     served.add_argument(
@@ -129,7 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="print only the summary (default: turns of <= 5 episodes, else a progress bar)",
     )
-    run.set_defaults(handler=_run_command)
+    run.set_defaults(handler=_run_command, env_settings=env_settings)
     _add_retrieval_commands(commands)
     return parser
 
@@ -289,26 +277,18 @@ def _make_env(args: argparse.Namespace) -> gym.Env:
         raise UsageError(
             f"unknown --env {env_id!r}: choose one of {', '.join(_agentflow_env_ids())}"
         ) from error
-    kwargs: dict[str, Any] = {
-        "split": args.split,
-        "max_turns": args.max_turns,
-        "modules": args.modules,
-        "reward": args.reward,
-    }
-    tokenizer = args.tokenizer or _planner_tokenizer(args.planner)
+    kwargs = settings_from_args(args, args.env_settings)  # only the settings given
+    if "dataset" not in kwargs:
+        kwargs = {**RUN_DEFAULTS, **kwargs}
+    tokenizer = kwargs.get("tokenizer") or _planner_tokenizer(args.planner)
     if tokenizer is not None:
         kwargs["tokenizer"] = tokenizer
-    if args.hops is not None:
-        kwargs["hops"] = args.hops
-    if args.kinds is not None:
-        kwargs["kinds"] = tuple(k.strip() for k in args.kinds.split(",") if k.strip())
-    if args.fresh_world:
-        kwargs["fresh_world"] = True
     try:
         return gym.make(env_id, **kwargs)
-    except (ValueError, OSError) as error:  # the envs check their settings with ValueError;
-        # OSError: a file they name (e.g. --tokenizer) cannot be read
-        message = str(error)
+    except (ValueError, OSError, KeyError) as error:  # the envs check their settings with
+        # ValueError; OSError: a file they name (e.g. --tokenizer) cannot be read; KeyError: an
+        # unknown tool name
+        message = str(error.args[0]) if isinstance(error, KeyError) and error.args else str(error)
         prefix = "" if env_id in message else f"invalid settings for {env_id}: "
         raise UsageError(prefix + message) from error
 

@@ -2,10 +2,28 @@
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
+import types
+from pathlib import Path
 from typing import Any
 
 import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def load_adapter(path: str | Path, name: str) -> types.ModuleType:
+    """Load an adapter file by path the way OpenRLHF loads ``--train.agent_func_path``
+    (``importlib.util.spec_from_file_location``, then ``exec_module``): a fresh module on every
+    call, not registered in ``sys.modules`` (``adapters/`` is not a package). ``path`` is absolute
+    or relative to the repository root."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
 
 LLAMA_STYLE_TEMPLATE = (
     "{{ bos_token }}{% for m in messages %}<|start_header_id|>{{ m['role'] }}<|end_header_id|>\n\n"

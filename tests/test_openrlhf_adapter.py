@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import ast
 import asyncio
-import importlib.util
 import itertools
 import json
 import logging
@@ -28,6 +27,8 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 agent_module = pytest.importorskip("openrlhf.utils.agent")
 
+from conftest import load_adapter  # noqa: E402
+
 from agentflow_env.base.tokens import load_default_tokenizer, to_hf_tokenizer  # noqa: E402
 from agentflow_env.rollout.planners import ExpertPlanner, RandomPlanner  # noqa: E402
 from agentflow_env.rollout.spec import TaskSpec, TaskSpecError, synthetic_specs  # noqa: E402
@@ -40,20 +41,11 @@ OPENRLHF_DIR = Path(agent_module.__file__).resolve().parents[1]
 MAX_LEN = 8192
 
 
-def load_by_path(path: Path, name: str) -> types.ModuleType:
-    """Load a file as OpenRLHF does (importlib, by path): a fresh module each call."""
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture
 def agent_func(monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
     for var in ("ENV_ID", "ENV_KWARGS", "TOKENIZER", "MAX_TURN_TOKENS", "RETRIEVER_URL"):
         monkeypatch.delenv(f"AGENTFLOW_{var}", raising=False)
-    return load_by_path(AGENT_FUNC, "agentflow_openrlhf_agent")
+    return load_adapter(AGENT_FUNC, "agentflow_openrlhf_agent")
 
 
 # -- a stand-in for vLLM's outputs and OpenRLHF's rollout engine -----------------------------------
@@ -165,8 +157,8 @@ def check_against_mirror(result: dict, engine: MirrorEngine) -> None:
         in_ranges[a:b] = [1] * (b - a)
     assert in_ranges == flat.loss_mask  # action ranges cover exactly the planner tokens
     assert result["rollout_log_probs"] == [-0.25 if m else 0.0 for m in in_ranges]
-    assert result["reward"] == engine.session.end_info["reward"]
-    assert result["extra_logs"]["success"] == float(engine.session.end_info["success"])
+    assert result["reward"] == engine.session.outcome.as_info()["reward"]
+    assert result["extra_logs"]["success"] == float(engine.session.outcome.as_info()["success"])
     assert result["extra_logs"]["turns"] == len(ranges)
     assert result["extra_logs"]["budget_exhausted"] == 0.0
     assert result["extra_logs"]["error"] == 0.0
@@ -189,7 +181,7 @@ def test_trajectory_matches_the_env(agent_func, hf_tokenizer, planner, index):
         run_execute(agent_func.AgentExecutor(), spec, engine, hf_tokenizer, params=params)
     )
     check_against_mirror(result, engine)
-    assert result["reward"] == float(engine.session.end_info["success"])
+    assert result["reward"] == float(engine.session.outcome.as_info()["success"])
     if planner == "expert":
         assert result["reward"] == 1.0 and result["scores"] == 1.0
     assert params.max_tokens is None  # the shared sampling params were copied, not changed
@@ -199,7 +191,7 @@ def test_trajectory_matches_the_env(agent_func, hf_tokenizer, planner, index):
 def test_turn_cap_comes_from_the_environment(agent_func, hf_tokenizer, monkeypatch):
     monkeypatch.setenv("AGENTFLOW_MAX_TURN_TOKENS", "16")
     monkeypatch.setenv("AGENTFLOW_ENV_KWARGS", json.dumps({"max_turns": 2}))
-    module = load_by_path(AGENT_FUNC, "agentflow_openrlhf_agent_capped")
+    module = load_adapter(AGENT_FUNC, "agentflow_openrlhf_agent_capped")
     spec = spec_for(0)
     engine = MirrorEngine(spec, "expert", max_turns=2)
     result = asyncio.run(run_execute(module.AgentExecutor(), spec, engine, hf_tokenizer))
@@ -240,7 +232,7 @@ def test_model_tokenizer_from_the_environment(
 
     llama_style_hf_tokenizer.save_pretrained(tmp_path)
     monkeypatch.setenv("AGENTFLOW_TOKENIZER", str(tmp_path))
-    module = load_by_path(AGENT_FUNC, "agentflow_openrlhf_agent_llama")
+    module = load_adapter(AGENT_FUNC, "agentflow_openrlhf_agent_llama")
     model_tokenizer = AutoTokenizer.from_pretrained(str(tmp_path))
     spec = spec_for(2)
     engine = MirrorEngine(spec, "expert", tokenizer=str(tmp_path))
@@ -253,7 +245,7 @@ def test_model_tokenizer_from_the_environment(
     # before its first action (a reward-0 sample of OpenRLHF's prompt ids, no action) and the
     # warning blames the tokenizer, because re-encoding the env's prompt text shows it.
     monkeypatch.delenv("AGENTFLOW_TOKENIZER")
-    mismatched = load_by_path(AGENT_FUNC, "agentflow_openrlhf_agent_mismatch")
+    mismatched = load_adapter(AGENT_FUNC, "agentflow_openrlhf_agent_mismatch")
     engine = MirrorEngine(spec, "expert")
     with caplog.at_level(logging.WARNING, logger=mismatched.logger.name):
         failed = asyncio.run(run_execute(mismatched.AgentExecutor(), spec, engine, model_tokenizer))
@@ -419,7 +411,7 @@ def test_env_kwargs_json_forms():
 
 
 def test_prepare_data_writes_openrlhf_rows(tmp_path):
-    prepare = load_by_path(PREPARE_DATA, "agentflow_openrlhf_prepare")
+    prepare = load_adapter(PREPARE_DATA, "agentflow_openrlhf_prepare")
     out = tmp_path / "train.jsonl"
     argv = ["synthetic", "--out", str(out), "--count", "3", "--hops", "1,2", "--fresh-world"]
     assert prepare.main(argv) == 0

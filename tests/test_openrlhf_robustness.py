@@ -24,6 +24,7 @@ pytest.importorskip("transformers")
 agent_module = pytest.importorskip("openrlhf.utils.agent")
 
 import gymnasium as gym  # noqa: E402
+from conftest import load_adapter  # noqa: E402
 from test_openrlhf_adapter import (  # noqa: E402
     AGENT_FUNC,
     CompletionOutput,
@@ -31,7 +32,6 @@ from test_openrlhf_adapter import (  # noqa: E402
     RequestOutput,
     SamplingParams,
     check_against_mirror,
-    load_by_path,
     openrlhf_group_norm_advantages,
     run_execute,
     spec_for,
@@ -189,7 +189,7 @@ def load_agent(monkeypatch: pytest.MonkeyPatch):
     def load(**env: str) -> types.ModuleType:
         for name, value in env.items():
             monkeypatch.setenv(f"AGENTFLOW_{name}", value)
-        return load_by_path(AGENT_FUNC, f"agentflow_openrlhf_robust_{next(count)}")
+        return load_adapter(AGENT_FUNC, f"agentflow_openrlhf_robust_{next(count)}")
 
     return load
 

@@ -7,10 +7,7 @@ and that the reward TRL logs is the environment's own reward.
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,6 +15,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("trl")
 
+from conftest import load_adapter  # noqa: E402
 from datasets import Dataset  # noqa: E402
 from transformers import LlamaConfig, LlamaForCausalLM  # noqa: E402
 from trl import GRPOConfig, GRPOTrainer  # noqa: E402
@@ -25,21 +23,11 @@ from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 from agentflow_env.base.tokens import load_default_tokenizer, to_hf_tokenizer  # noqa: E402
 from agentflow_env.rollout.planners import ExpertPlanner  # noqa: E402
 
-ROLLOUT_PATH = Path(__file__).resolve().parents[1] / "adapters" / "trl" / "rollout.py"
 ENV = {"hops": 1, "max_turns": 2}
 GENERATIONS = 4
 
 
-def load_rollout() -> Any:
-    spec = importlib.util.spec_from_file_location("agentflow_trl_rollout", ROLLOUT_PATH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-rollout = load_rollout()
+rollout = load_adapter("adapters/trl/rollout.py", "agentflow_trl_rollout")
 
 
 def tiny_model(tokenizer: Any) -> LlamaForCausalLM:

@@ -13,7 +13,6 @@ This file is also the worker script: ``python test_trl_lockstep.py <worker> <ran
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import socket
@@ -29,7 +28,8 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("trl")
 
-ROLLOUT_PATH = Path(__file__).resolve().parents[1] / "adapters" / "trl" / "rollout.py"
+from conftest import load_adapter  # noqa: E402
+
 WORLD = 2
 DEADLINE_S = 300  # for both ranks together; a normal run takes well under a minute
 COLLECTIVE_TIMEOUT_S = 120  # a rank stuck in a collective raises after this
@@ -42,16 +42,7 @@ EPISODE_SPECS: dict[int, list[tuple[int, dict[str, Any]]]] = {
 NONSENSE = "I am not sure what to do."
 
 
-def load_rollout() -> Any:
-    spec = importlib.util.spec_from_file_location("agentflow_trl_rollout_lockstep", ROLLOUT_PATH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-rollout = load_rollout()
+rollout = load_adapter("adapters/trl/rollout.py", "agentflow_trl_rollout_lockstep")
 
 
 # -- the parent side ----------------------------------------------------------------------------

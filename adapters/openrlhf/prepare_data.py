@@ -5,6 +5,11 @@
 renders the planner prompt itself). Train with ``--data.input_key prompt --data.label_key label``
 and without ``--data.apply_chat_template``.
 
+The options naming env settings are generated from the env configs
+(``agentflow_env.envs.config``): the synthetic world's settings, the dataset's, and the env
+settings written into every label (``--max-turns``, ``--tools``, ``--reward``, ...; the adapter
+sets the tokenizer and the observation mode itself).
+
   python adapters/openrlhf/prepare_data.py synthetic --out data/train.jsonl --split train \\
       --hops 1,2 --count 2000 --fresh-world
   python adapters/openrlhf/prepare_data.py synthetic --out data/test.jsonl --split test --count 200
@@ -19,8 +24,20 @@ import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from agentflow_env.envs.config import (
+    EnvConfig,
+    SearchEnvConfig,
+    add_config_arguments,
+    settings_from_args,
+)
+from agentflow_env.envs.registration import ENV_CONFIGS
 from agentflow_env.rollout.spec import DEFAULT_ENV_ID, TaskSpec, dataset_specs, synthetic_specs
 from agentflow_env.tasks.base import Task
+
+ADAPTER_SETTINGS = ("tokenizer", "observation_mode")
+"""Env settings the OpenRLHF adapter sets itself: a label must not."""
+DATASET_FLAGS = {"dataset": "--file", "dataset_split": "--split", "dataset_limit": "--limit"}
+"""The dataset subcommand's names for the dataset settings."""
 
 
 def write_jsonl(rows: Iterable[tuple[TaskSpec, Task]], out: str, datasource: str) -> int:
@@ -35,70 +52,82 @@ def write_jsonl(rows: Iterable[tuple[TaskSpec, Task]], out: str, datasource: str
     return count
 
 
-def _int_list(text: str | None) -> list[int] | None:
-    return None if not text else [int(x) for x in text.split(",") if x.strip()]
-
-
-def _str_list(text: str | None) -> list[str] | None:
-    return None if not text else [x.strip() for x in text.split(",") if x.strip()]
+def _label_settings(parser: argparse.ArgumentParser) -> None:
+    names = add_config_arguments(
+        parser,
+        ENV_CONFIGS,
+        only=EnvConfig.settings(),
+        exclude=ADAPTER_SETTINGS,
+        title="env settings (in each label)",
+    )
+    parser.set_defaults(label_settings=names)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description="Write OpenRLHF prompt JSONL for AgentFlow.")
     parser.add_argument("--env-id", default=DEFAULT_ENV_ID, help="env id written into each label")
     commands = parser.add_subparsers(dest="command", required=True)
+    search = {SearchEnvConfig.env_id: SearchEnvConfig}
 
     synthetic = commands.add_parser("synthetic", help="questions over the embedded world")
     synthetic.add_argument("--out", required=True)
     synthetic.add_argument("--count", type=int, default=1000)
-    synthetic.add_argument("--split", choices=("train", "test"), default="train")
-    synthetic.add_argument("--hops", default=None, help="comma-separated, e.g. 1,2")
-    synthetic.add_argument("--kinds", default=None, help="comma-separated question kinds")
-    synthetic.add_argument("--world-seed", type=int, default=0)
-    synthetic.add_argument("--world-size", choices=("default", "small"), default=None)
-    synthetic.add_argument(
-        "--fresh-world", action="store_true", help="a new small world per task (seed-named)"
-    )
     synthetic.add_argument("--seed", type=int, default=0, help="task order / first task seed")
     synthetic.add_argument("--datasource", default="agentflow-synthetic")
+    world = add_config_arguments(
+        synthetic,
+        search,
+        only=SearchEnvConfig.section_settings("tasks"),
+    )
+    synthetic.set_defaults(world_settings=world)
+    _label_settings(synthetic)
 
     dataset = commands.add_parser("dataset", help="a QA file (FlashRAG JSONL, AgentFlow JSON)")
-    dataset.add_argument("--file", required=True)
     dataset.add_argument("--out", required=True)
-    dataset.add_argument("--corpus", default=None, help="corpus JSONL for local search")
-    dataset.add_argument("--split", default=None)
-    dataset.add_argument("--limit", type=int, default=None)
     dataset.add_argument("--env-kwargs", default="{}", help="JSON env kwargs for these tasks")
     dataset.add_argument("--datasource", default=None, help="default: the file's name")
+    files = add_config_arguments(
+        dataset,
+        search,
+        only=SearchEnvConfig.section_settings("dataset"),
+        exclude=("index_cache_dir",),
+        flags=DATASET_FLAGS,
+        required=("dataset",),
+    )
+    dataset.set_defaults(dataset_settings=files)
+    _label_settings(dataset)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    label_kwargs = settings_from_args(args, args.label_settings)
     if args.command == "synthetic":
         rows = synthetic_specs(
             args.count,
-            split=args.split,
-            hops=_int_list(args.hops),
-            kinds=_str_list(args.kinds),
-            world_seed=args.world_seed,
-            world_size=args.world_size,
-            fresh_world=args.fresh_world,
             seed=args.seed,
             env_id=args.env_id,
+            env_kwargs=label_kwargs,
+            **settings_from_args(args, args.world_settings),
         )
         datasource = args.datasource
     else:
+        given = settings_from_args(args, args.dataset_settings)
+        corpus = given.get("corpus")
         rows = dataset_specs(
-            args.file,
-            corpus=os.path.abspath(args.corpus) if args.corpus else None,
-            split=args.split,
-            limit=args.limit,
+            given["dataset"],
+            corpus=os.path.abspath(corpus) if corpus else None,
+            split=given.get("dataset_split"),
+            limit=given.get("dataset_limit"),
             env_id=args.env_id,
-            env_kwargs=json.loads(args.env_kwargs),
+            env_kwargs={**json.loads(args.env_kwargs), **label_kwargs},
         )
-        datasource = args.datasource or Path(args.file).name.split(".")[0]
-    written = write_jsonl(rows, args.out, datasource)
+        datasource = args.datasource or Path(given["dataset"]).name.split(".")[0]
+    try:
+        written = write_jsonl(rows, args.out, datasource)
+    except ValueError as error:  # settings the env would reject (TaskSpecError too)
+        parser.error(" ".join(str(error).split()))
     print(f"wrote {written} prompts to {args.out}")
     return 0
 

@@ -1,2 +1,3 @@
-"""Layer 6, the Gymnasium facade: ``AgentFlowEnv`` (``env.py``), the ``AgentFlow-Code-v0``
-variant (``code.py``), text rendering (``render.py``) and the env ids (``registration.py``)."""
+"""Layer 6, the Gymnasium facade: ``AgentFlowEnv`` (``env.py``), one typed config per variant
+(``config.py``: ``SearchEnvConfig``, ``CodeEnvConfig``), the ``AgentFlow-Code-v0`` builder
+(``code.py``), text rendering (``render.py``) and the env ids (``registration.py``)."""

@@ -7,224 +7,105 @@ planner's reply as a ``str`` or as token ids. The reward is terminal by default.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from typing import Any, SupportsFloat
 
 import gymnasium as gym
-from gymnasium import spaces
 
 from agentflow_env.base.hf_tokens import resolve_tokenizer
 from agentflow_env.base.loop_runner import LoopRunner
-from agentflow_env.base.spaces import AnyText, TokenIds
+from agentflow_env.base.spaces import PlannerActionSpace
 from agentflow_env.base.tokens import ChatTokenizer
+from agentflow_env.envs.config import DEFAULT_TOOLS as DEFAULT_TOOLS
+from agentflow_env.envs.config import EnvConfig, SearchEnvConfig, build_tool, modules_spec
+from agentflow_env.envs.config import check_dataset_corpus as check_dataset_corpus
 from agentflow_env.envs.render import render_episode
 from agentflow_env.llm import LLMEndpoint, LLMJudge
 from agentflow_env.modules import build_modules
-from agentflow_env.retrieval.corpus import Corpus
-from agentflow_env.tasks.base import ListTaskSource, Task, TaskSource
-from agentflow_env.tasks.sources import check_source_settings, dataset_source, synthetic_source
-from agentflow_env.tools.base import Tool
-from agentflow_env.tools.registry import ToolSet, canonical_tool_name, make_tool
-from agentflow_env.tools.search import RETRIEVER_URL_ENV_VAR, SearchTool
+from agentflow_env.tasks.base import Task, TaskSource
+from agentflow_env.tools.registry import ToolSet
 from agentflow_env.workflow.action_input import MAX_TOKEN_ID
-from agentflow_env.workflow.frozen_modules import Modules
-from agentflow_env.workflow.observations import PromptEncoder
+from agentflow_env.workflow.observations import ObservationMode, PromptEncoder, make_observations
 from agentflow_env.workflow.rewards import RewardConfig
 from agentflow_env.workflow.session import (
-    DEFAULT_MAX_ACTION_TOKENS,
-    DEFAULT_MAX_PROMPT_TOKENS,
-    AnswerJudge,
     EpisodeOverError,
     Session,
     SessionConfig,
 )
 from agentflow_env.workflow.trajectory import Trajectory
 
-DEFAULT_TOOLS = ("Search", "Calculator")
+PlannerInput = str | Sequence[int] | Mapping[str, Any]
+"""What ``step`` accepts: the planner's text, its token ids, or ``{"token_ids", "logprobs"}``."""
 
 
-def _tool(spec: str | Tool, retriever_url: str | None) -> Tool:
-    if not isinstance(spec, str):
-        return spec
-    if retriever_url is not None and canonical_tool_name(spec) == "search":
-        return make_tool(spec, retriever_url=retriever_url)
-    return make_tool(spec)
-
-
-def check_dataset_corpus(
-    corpus: object, tools: Sequence[object], retriever_url: str | None
-) -> None:
-    """``dataset=`` without ``corpus=`` leaves a local Search tool nothing to search: refuse it.
-
-    Fine when a retriever server answers searches (``retriever_url=`` or the
-    ``AGENTFLOW_RETRIEVER_URL`` variable) or when no tool searches locally.
-    """
-    if corpus is not None:
-        return
-    remote = bool((retriever_url or os.environ.get(RETRIEVER_URL_ENV_VAR, "")).strip())
-    for tool in tools:
-        if isinstance(tool, str):
-            local = canonical_tool_name(tool) == "search" and not remote
-        else:
-            local = isinstance(tool, SearchTool) and tool.remote is None
-        if local:
-            raise ValueError(
-                "dataset= without corpus= leaves the Search tool nothing to search: pass "
-                "corpus= (a corpus JSONL), or retriever_url= (a retriever server, see "
-                "`agentflow-env serve-retriever`), or tools= without Search"
-            )
-
-
-class AgentFlowEnv(gym.Env[dict[str, Any], str]):
+class AgentFlowEnv(gym.Env[dict[str, Any], PlannerInput]):
     """AgentFlow's workflow with the planner as the agent.
 
     Args:
-        task_source: where tasks come from; default: the embedded synthetic world.
-        tasks: a fixed list of ``Task`` objects instead of a source.
-        hops, kinds, split, world_seed, world_size, fresh_world: synthetic-world settings
-            (``hops`` = documents a question needs; ``fresh_world`` builds a new small world each
-            episode, which is what a small planner needs to learn to search rather than memorise).
-        dataset, corpus: a QA file (FlashRAG/Search-R1 JSONL, AgentFlow JSON, Parquet) and the
-            corpus JSONL its Search tool retrieves from (indexed once, cached on disk under
-            ``index_cache_dir``); ``dataset_split`` / ``dataset_limit`` filter it.
-        retriever_url: a Search-R1 ``/retrieve`` server for the Search tool instead of a local
-            index (``agentflow-env serve-retriever``), shared by many rollout workers.
-        tools: tool names (from the registry) or ``Tool`` objects.
-        modules: ``"rule"`` (offline default), ``"llm"``, a per-role mapping (e.g.
-            ``{"verifier": "llm"}``), or a ``Modules`` bundle; ``llm_endpoint`` serves the LLM
-            roles (an ``LLMEndpoint``, or a mapping role -> endpoint; default: the
-            ``AGENTFLOW_LLM_*`` / ``AGENTFLOW_<ROLE>_*`` environment variables).
-        max_turns: planner turns before the episode is truncated (AgentFlow evaluates with 10).
-        reward: ``"exact_match"`` (default), ``"f1"`` or ``"llm_judge"`` (``judge``, default an
-            ``LLMJudge`` on ``AGENTFLOW_JUDGE_*`` / ``AGENTFLOW_LLM_*``); ``lambda_*`` subtract
-            costs per tool call, per action token and per invalid action.
-        tokenizer: the package's bundled byte-level BPE (default), a ``ChatTokenizer``, a Hugging
-            Face tokenizer, a local path, or a hub name already in the local cache.
-        prompt_style: ``"full"`` (AgentFlow-like prompt with tool cards) or ``"compact"``.
-        observation_mode: ``"structured"`` (each prompt rendered afresh from memory, AgentFlow)
-            or ``"flat"`` (the prompt grows: previous ids + action ids + feedback ids, exactly).
-        max_action_tokens: longer actions are cut to this many tokens and flagged (default
-            2048; ``None`` for no cap).
-        max_prompt_tokens, max_total_tokens: a prompt (any mode) or a flat sequence longer than
-            this ends the episode as truncated, with the reason in ``info["end_reason"]``
-            (defaults 32768 and none; ``None`` for no cap).
+        config: the variant's settings, an ``EnvConfig``: ``SearchEnvConfig`` (the default,
+            ``AgentFlow-Search-v0``) or ``CodeEnvConfig`` (``AgentFlow-Code-v0``). Their fields
+            (``agentflow_env.envs.config``) are every setting with its type, default and help:
+            where tasks come from, tools, frozen modules, reward, limits, tokenizer and
+            observation mode.
+        render_mode: ``"ansi"`` (``render()`` returns the episode as text) or ``"human"``
+            (printed after each step).
+        **settings: the config's fields as keywords, the sugar ``gym.make(id, **settings)``
+            uses: ``AgentFlowEnv(hops=2)`` is ``AgentFlowEnv(SearchEnvConfig(hops=2))``; beside
+            ``config`` they override its fields.
 
-    Settings the chosen task source would ignore raise ``ValueError``; ``dataset=`` needs
-    ``corpus=`` unless a retriever server (``retriever_url=``) serves the Search tool.
+    A setting the variant lacks, an invalid value, or a setting the chosen task source would
+    ignore raises ``ValueError`` naming what is allowed; ``dataset=`` needs ``corpus=`` unless
+    a retriever server (``retriever_url=``) serves the Search tool.
     """
 
     metadata = {"render_modes": ["ansi", "human"], "render_fps": 4}
 
+    config_class: type[EnvConfig] = SearchEnvConfig
+    """The config that keyword settings build when no ``config`` is given."""
+
     def __init__(
         self,
+        config: EnvConfig | None = None,
         *,
-        task_source: TaskSource | None = None,
-        tasks: Sequence[Task] | None = None,
-        hops: int | Sequence[int] | None = None,
-        kinds: str | Sequence[str] | None = None,
-        split: str = "train",
-        world_seed: int = 0,
-        world_size: str | None = None,
-        fresh_world: bool = False,
-        dataset: str | os.PathLike[str] | None = None,
-        corpus: str | os.PathLike[str] | Corpus | None = None,
-        dataset_split: str | None = None,
-        dataset_limit: int | None = None,
-        retriever_url: str | None = None,
-        index_cache_dir: str | os.PathLike[str] | None = None,
-        tools: Sequence[str | Tool] = DEFAULT_TOOLS,
-        modules: str | Mapping[str, object] | Modules = "rule",
-        llm_endpoint: Any = None,
-        judge: AnswerJudge | None = None,
-        max_turns: int = 10,
-        reward: str = "exact_match",
-        lambda_calls: float = 0.0,
-        lambda_tokens: float = 0.0,
-        lambda_errors: float = 0.0,
-        tokenizer: Any = None,
-        prompt_style: str = "full",
-        observation_mode: str = "structured",
-        max_action_tokens: int | None = DEFAULT_MAX_ACTION_TOKENS,
-        max_prompt_tokens: int | None = DEFAULT_MAX_PROMPT_TOKENS,
-        max_total_tokens: int | None = None,
-        tool_timeout_s: float = 10.0,
-        max_tool_output_chars: int = 8000,
         render_mode: str | None = None,
+        **settings: Any,
     ) -> None:
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(
                 f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}"
             )
         self.render_mode = render_mode
-        if sum(x is not None for x in (task_source, tasks, dataset)) > 1:
-            raise ValueError("give at most one of task_source, tasks and dataset")
-        if corpus is not None and dataset is None:
-            raise ValueError("corpus= goes with dataset= (synthetic worlds bring their own)")
-        origins = {"dataset=": dataset, "tasks=": tasks, "task_source=": task_source}
-        check_source_settings(
-            origin=next((name for name, given in origins.items() if given is not None), None),
-            synthetic={
-                "hops": hops,
-                "kinds": kinds,
-                "split": split,
-                "world_seed": world_seed,
-                "world_size": world_size,
-                "fresh_world": fresh_world,
-            },
-            dataset_settings={
-                "dataset_split": dataset_split,
-                "dataset_limit": dataset_limit,
-                "index_cache_dir": index_cache_dir,
-            },
-        )
-        if tasks is not None:
-            task_source = ListTaskSource(tasks)
-        if dataset is not None:
-            check_dataset_corpus(corpus, tools, retriever_url)
-            task_source = dataset_source(
-                dataset,
-                corpus,
-                split=dataset_split,
-                limit=dataset_limit,
-                index_cache_dir=index_cache_dir,
-                warm_index=not retriever_url,
-            )
-        self.task_source: TaskSource = task_source or synthetic_source(
-            world_seed=world_seed,
-            world_size=world_size,
-            hops=hops,
-            kinds=kinds,
-            split=split,
-            fresh_world=fresh_world,
-        )
-        self.tools = ToolSet([_tool(t, retriever_url) for t in tools])
-        self.modules = build_modules(modules, endpoint=llm_endpoint)
-        if reward == "llm_judge" and judge is None:
+        if config is None:
+            config = self.config_class.from_kwargs(**settings)
+        elif not isinstance(config, EnvConfig):
+            raise TypeError(f"config must be an EnvConfig, got {type(config).__name__}")
+        else:
+            config = config.updated(**settings)
+        self.config: EnvConfig = config
+        self.task_source: TaskSource = config.make_task_source()
+        self.tools = ToolSet([build_tool(t, config.retriever_url) for t in config.tools])
+        self.modules = build_modules(modules_spec(config.modules), endpoint=config.llm_endpoint)
+        judge = config.judge
+        if config.reward == "llm_judge" and judge is None:
             judge = LLMJudge(LLMEndpoint.from_env("judge"))
-        self.tokenizer: ChatTokenizer = resolve_tokenizer(tokenizer)
+        self.tokenizer: ChatTokenizer = resolve_tokenizer(config.tokenizer)
         self.prompt_encoder = PromptEncoder(self.tokenizer)
         self.session_config = SessionConfig(
-            max_turns=max_turns,
-            reward=RewardConfig(reward, lambda_calls, lambda_tokens, lambda_errors),
-            tool_timeout_s=tool_timeout_s,
-            max_tool_output_chars=max_tool_output_chars,
-            prompt_style=prompt_style,
-            observation_mode=observation_mode,
-            max_action_tokens=max_action_tokens,
-            max_prompt_tokens=max_prompt_tokens,
-            max_total_tokens=max_total_tokens,
+            max_turns=config.max_turns,
+            reward=RewardConfig(
+                config.reward, config.lambda_calls, config.lambda_tokens, config.lambda_errors
+            ),
+            tool_timeout_s=config.tool_timeout_s,
+            max_tool_output_chars=config.max_tool_output_chars,
+            prompt_style=config.prompt_style,
+            observation_mode=config.observation_mode,
+            max_action_tokens=config.max_action_tokens,
+            max_prompt_tokens=config.max_prompt_tokens,
+            max_total_tokens=config.max_total_tokens,
             judge=judge,
         )
-        # Flat observations hold the policy's ids verbatim, even ids past the vocabulary.
-        id_limit = MAX_TOKEN_ID + 1 if observation_mode == "flat" else None
-        self.observation_space = spaces.Dict(
-            {
-                "text": AnyText(),
-                "token_ids": TokenIds(self.tokenizer.vocab_size, id_limit=id_limit),
-            }
-        )
-        self.action_space = AnyText()
+        self.observation_space = self.observations.observation_space(self.tokenizer.vocab_size)
+        self.action_space = self.planner_action_space()
         self.session: Session | None = None
         self._runner = LoopRunner()
 
@@ -245,7 +126,7 @@ class AgentFlowEnv(gym.Env[dict[str, Any], str]):
         return observation.as_gym(), info
 
     def step(
-        self, action: str | Sequence[int] | Mapping[str, Any]
+        self, action: PlannerInput
     ) -> tuple[dict[str, Any], SupportsFloat, bool, bool, dict[str, Any]]:
         """One planner turn.
 
@@ -296,7 +177,18 @@ class AgentFlowEnv(gym.Env[dict[str, Any], str]):
             config=self.session_config,
             seed=seed,
             prompt_encoder=self.prompt_encoder,
+            observations=self.observations,
         )
+
+    @property
+    def observations(self) -> ObservationMode:
+        """How this env's prompts evolve: the strategy its ``observation_mode`` names."""
+        return make_observations(self.session_config.observation_mode, self.prompt_encoder)
+
+    def planner_action_space(self) -> PlannerActionSpace:
+        """The actions ``step`` accepts: text, token ids (verbatim, up to any id a model may
+        sample) or ``{"token_ids", "logprobs"}``; its samples are text."""
+        return PlannerActionSpace(self.tokenizer.vocab_size, id_limit=MAX_TOKEN_ID + 1)
 
     @property
     def task(self) -> Task:

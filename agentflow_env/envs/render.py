@@ -16,7 +16,7 @@ def render_episode(session: Session, *, max_result_chars: int = 600) -> str:
     for entry in session.memory.entries:
         lines.append(render_turn(entry, max_result_chars=max_result_chars))
     if session.done:
-        info = session.end_info
+        info = session.outcome.as_info() if session.outcome is not None else {}
         mark = "SUCCESS" if info.get("success") else "FAILURE"
         lines.append(
             f"Answer: {info.get('answer')!r}  gold: {info.get('gold_answers')}  "

@@ -1,2 +1,13 @@
-"""Layer 7, trainer-neutral driving of the envs: whole episodes, expert demonstrations, scripted
-and model-backed planners, and ``TaskSpec`` labels naming an env and one of its tasks."""
+"""Layer 7, trainer-neutral driving of the envs.
+
+- ``episodes``: whole episodes with a planner, and their summary;
+- ``driver``: the batched rollout driver (many episodes, one generate call per turn, lockstep
+  across ranks) that trains and evaluates;
+- ``pool``: the env pool every adapter shares; ``labels``: trainer labels, episode plans and the
+  ``AGENTFLOW_*`` adapter settings; ``spec``: ``TaskSpec`` labels naming an env and a task;
+- ``token_check``: a trainer's token sequence against the env's, and the mismatch diagnosis;
+  ``failures``: zero-reward failure samples and the errors that stop a run;
+- ``hf_generation``: Hugging Face generation with the package's one log-prob definition;
+- ``demonstrations``, ``planners``, ``llm_planners``: expert demonstrations, scripted and
+  model-backed planners.
+"""

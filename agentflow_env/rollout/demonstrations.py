@@ -80,7 +80,7 @@ def flat_env(**env_kwargs: Any) -> AgentFlowEnv:
 
 def expert_episode(env: AgentFlowEnv, seed: int, style: ActionStyle = "minimal") -> DemoEpisode:
     """Run the expert on ``env`` (flat mode) from ``reset(seed=seed)`` and record every turn."""
-    if env.session_config.observation_mode != "flat":
+    if not env.observations.grows:
         raise ValueError("demonstrations need observation_mode='flat' (exact growing prompts)")
     tokenizer = env.tokenizer
     eos_text = tokenizer.decode([tokenizer.eos_token_id])

@@ -9,6 +9,7 @@ from typing import Any, Protocol
 import gymnasium as gym
 
 from agentflow_env.workflow.memory import MemoryEntry
+from agentflow_env.workflow.outcome import EndReason
 
 
 class Planner(Protocol):
@@ -33,7 +34,7 @@ class EpisodeRecord:
     @property
     def module_failed(self) -> bool:
         """A frozen module failed: the episode ended on it, or its answer could not be written."""
-        return self.end_reason == "module_error" or bool(self.module_errors)
+        return self.end_reason == EndReason.MODULE_ERROR or bool(self.module_errors)
 
     def memory_entries(self) -> list[MemoryEntry]:
         return [MemoryEntry(**entry) for entry in self.memory]

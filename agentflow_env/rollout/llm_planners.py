@@ -2,7 +2,8 @@
 
 ``OpenAIPlanner`` asks any OpenAI-compatible endpoint for the next action text; ``HFPlanner``
 generates with a local ``transformers`` causal LM straight from the observation's token ids and
-returns the generated ids (with their log-probs), so the env records them verbatim. Both expose
+returns the generated ids (with their log-probs, as ``agentflow_env.rollout.hf_generation``
+defines them), so the env records them verbatim. Both expose
 ``act(observation, info)`` like the scripted planners; ``OpenAIPlanner`` also has ``aact`` for
 many sessions on one event loop.
 """
@@ -15,6 +16,7 @@ from typing import Any
 
 from agentflow_env.base.loop_runner import LoopRunner
 from agentflow_env.llm.client import ChatBackend, LLMEndpoint, as_backend
+from agentflow_env.rollout.hf_generation import hf_generate
 
 __all__ = ["HFPlanner", "OpenAIPlanner", "messages_from_observation"]
 
@@ -87,11 +89,13 @@ class HFPlanner:
     The model must share the env's vocabulary (train it with the env's tokenizer, or build the
     env with the model's tokenizer). ``act`` returns ``{"token_ids": [...], "logprobs": [...]}``
     (or the bare id list with ``return_logprobs=False``); ``env.step`` accepts both and keeps
-    the ids verbatim.
+    the ids verbatim. The log-probs are those of the distribution each token was sampled from
+    (``agentflow_env.rollout.hf_generation``: after temperature, top-k and top-p).
 
     Args:
         path: a local directory or Hugging Face id holding the model (and, ideally, tokenizer).
-        do_sample: sample instead of greedy decoding; ``temperature`` and ``top_p`` then apply.
+        do_sample: sample instead of greedy decoding; ``temperature`` and ``top_p`` then apply
+            (and the model's generation-config ``top_k``, 50 unless it says otherwise).
         max_new_tokens: cap on one action.
         device: e.g. ``"cpu"`` or ``"cuda"``; default: CUDA when available.
         seed: seeds torch's generator once, for reproducible sampling.
@@ -138,8 +142,6 @@ class HFPlanner:
             torch.manual_seed(seed)
 
     def act(self, observation: Any, info: Mapping[str, Any] | None = None) -> Any:
-        import torch
-
         ids = _observation_ids(observation)
         vocab = int(self.model.get_input_embeddings().weight.shape[0])
         if ids and max(ids) >= vocab:
@@ -147,27 +149,19 @@ class HFPlanner:
                 f"observation token id {max(ids)} is outside the model's vocabulary ({vocab}): "
                 "the env and the model must share one tokenizer"
             )
-        inputs = torch.tensor([ids], dtype=torch.long, device=self.device)
         sampling = {"temperature": self.temperature, "top_p": self.top_p} if self.do_sample else {}
-        with torch.no_grad():
-            out = self.model.generate(
-                inputs,
-                attention_mask=torch.ones_like(inputs),
-                max_new_tokens=self.max_new_tokens,
-                do_sample=self.do_sample,
-                eos_token_id=self.eos_token_ids or None,
-                pad_token_id=self.eos_token_ids[0] if self.eos_token_ids else None,
-                output_scores=True,
-                return_dict_in_generate=True,
-                **sampling,
-            )
-        generated = out.sequences[0, inputs.shape[1] :].tolist()
+        (generated,), (logprobs,) = hf_generate(
+            self.model,
+            [ids],
+            self.max_new_tokens,
+            pad_token_id=None,
+            eos_token_ids=self.eos_token_ids,
+            do_sample=self.do_sample,
+            **sampling,
+        )
         if not self.return_logprobs:
             return generated
-        scores = self.model.compute_transition_scores(
-            out.sequences, out.scores, normalize_logits=True
-        )
-        return {"token_ids": generated, "logprobs": scores[0, : len(generated)].tolist()}
+        return {"token_ids": generated, "logprobs": logprobs}
 
 
 def _observation_ids(observation: Any) -> list[int]:

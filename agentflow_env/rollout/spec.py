@@ -9,8 +9,11 @@ ways:
 - ``task_id``: a task of the source's fixed list (``source.tasks``), e.g. a fixed synthetic world.
 - ``record``: the task itself, inline (question, gold answers, ...): QA datasets.
 
-``env_kwargs`` must be JSON; ``env_kwargs_from_json`` turns the JSON forms of tools and module
-endpoints into the objects ``AgentFlowEnv`` takes.
+``env_kwargs`` must be JSON: the ``to_dict`` form of the env id's config
+(``agentflow_env.envs.config``), checked by its ``from_dict`` when the spec is made, so a label
+naming an unknown setting, an invalid value or a setting the env would ignore is rejected with a
+``TaskSpecError`` (specs with ``env_id=None`` are checked when their env is built).
+``env_kwargs_from_json`` turns the JSON forms of tools and module endpoints into objects.
 """
 
 from __future__ import annotations
@@ -24,13 +27,12 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from agentflow_env.envs.config import SearchEnvConfig, build_tool, check_tools, module_choice
 from agentflow_env.envs.env import AgentFlowEnv
-from agentflow_env.llm.client import LLMEndpoint
+from agentflow_env.envs.registration import config_class
 from agentflow_env.retrieval.corpus import resolve_corpus
 from agentflow_env.tasks.base import Task, TaskSource
 from agentflow_env.tasks.datasets import load_tasks
-from agentflow_env.tasks.sources import synthetic_source
-from agentflow_env.tools.registry import make_tool
 
 DEFAULT_ENV_ID = "AgentFlow-Search-v0"
 _RECORD_KEYS = ("task_id", "question", "gold_answers", "kind", "hops", "split", "corpus")
@@ -61,6 +63,8 @@ class TaskSpec:
             raise TaskSpecError(f"seed must be an integer, got {self.seed!r}")
         if not isinstance(self.env_kwargs, Mapping):
             raise TaskSpecError(f"env_kwargs must be an object, got {self.env_kwargs!r:.80}")
+        if self.env_id is not None:
+            check_env_kwargs(self.env_id, self.env_kwargs)
         if self.record is not None:
             _check_record(self.record)
 
@@ -187,6 +191,20 @@ def _task_by_id(source: TaskSource, task_id: str) -> Task:
 
 
 # -- env kwargs as JSON ------------------------------------------------------------------------
+def check_env_kwargs(env_id: str, kwargs: Mapping[str, Any]) -> None:
+    """Check JSON env kwargs with the config of ``env_id`` (ids of other packages: not checked).
+
+    Raises ``TaskSpecError`` naming the setting and, for an unknown one, the valid settings.
+    """
+    config = config_class(env_id)
+    if config is None:
+        return
+    try:
+        config.from_dict(kwargs)
+    except ValueError as error:
+        raise TaskSpecError(f"env_kwargs for {env_id}: {error}") from None
+
+
 def env_kwargs_from_json(kwargs: Mapping[str, Any]) -> dict[str, Any]:
     """``AgentFlowEnv`` kwargs from their JSON form.
 
@@ -208,16 +226,18 @@ def env_kwargs_from_json(kwargs: Mapping[str, Any]) -> dict[str, Any]:
 def _tool(entry: Any) -> Any:
     if isinstance(entry, str):
         return entry
-    if isinstance(entry, Mapping) and isinstance(entry.get("name"), str):
-        options = {k: v for k, v in entry.items() if k != "name"}
-        return make_tool(entry["name"], **options)
-    raise TaskSpecError(f"a tool is a name or an object with a 'name', got {entry!r:.80}")
+    try:
+        check_tools([entry])
+    except ValueError as error:
+        raise TaskSpecError(str(error)) from None
+    return build_tool(entry)
 
 
 def _module_choice(choice: Any) -> Any:
-    if isinstance(choice, Mapping):
-        return LLMEndpoint(**choice)
-    return choice
+    try:
+        return module_choice(choice)
+    except ValueError as error:
+        raise TaskSpecError(str(error)) from None
 
 
 # -- building specs in bulk ----------------------------------------------------------------------
@@ -232,26 +252,25 @@ def synthetic_specs(
     fresh_world: bool = False,
     seed: int = 0,
     env_id: str | None = DEFAULT_ENV_ID,
+    env_kwargs: Mapping[str, Any] | None = None,
 ) -> Iterator[tuple[TaskSpec, Task]]:
     """``count`` specs over the synthetic world, each with its task.
 
     A fixed world yields its tasks by ``task_id`` in a seeded order, cycling when ``count`` is
-    larger than the split; fresh worlds yield seeds ``seed, seed + 1, ...``.
+    larger than the split; fresh worlds yield seeds ``seed, seed + 1, ...``. ``env_kwargs`` (JSON,
+    no world settings) go into every label beside the world settings.
     """
-    env_kwargs: dict[str, Any] = {"split": split, "world_seed": world_seed}
+    world: dict[str, Any] = {"split": split, "world_seed": world_seed}
     for key, value in (("hops", hops), ("kinds", kinds), ("world_size", world_size)):
         if value is not None:
-            env_kwargs[key] = value if isinstance(value, int | str) else list(value)
+            world[key] = value if isinstance(value, int | str) else list(value)
     if fresh_world:
-        env_kwargs["fresh_world"] = True
-    source = synthetic_source(
-        world_seed=world_seed,
-        world_size=world_size,
-        hops=hops,
-        kinds=kinds,
-        split=split,
-        fresh_world=fresh_world,
-    )
+        world["fresh_world"] = True
+    both = sorted(set(env_kwargs or {}) & {*world, "hops", "kinds", "world_size", "fresh_world"})
+    if both:
+        raise ValueError(f"give {both} as synthetic_specs arguments, not in env_kwargs")
+    env_kwargs = {**(env_kwargs or {}), **world}
+    source = SearchEnvConfig.from_dict(env_kwargs).make_task_source()
     if fresh_world:
         for i in range(count):
             spec = TaskSpec(env_id=env_id, env_kwargs=env_kwargs, seed=seed + i)
@@ -286,6 +305,7 @@ __all__ = [
     "DEFAULT_ENV_ID",
     "TaskSpec",
     "TaskSpecError",
+    "check_env_kwargs",
     "dataset_specs",
     "env_kwargs_from_json",
     "synthetic_specs",

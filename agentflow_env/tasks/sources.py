@@ -1,10 +1,13 @@
-"""Choosing where an environment's tasks come from."""
+"""Building an environment's task sources: the synthetic world and QA datasets.
+
+Which source an env uses, and which settings go with it, is its config's business
+(``agentflow_env.envs.config``)."""
 
 from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from agentflow_env.retrieval.corpus import Corpus
@@ -48,15 +51,22 @@ def _check_synthetic_settings(
         if unknown or not kinds:
             found = f"unknown kinds {unknown}" if unknown else "no kinds"
             raise ValueError(f"{found}; expected some of {list(KINDS)}")
-    if hops is not None:
-        allowed = sorted({h for bucket in BUCKETS.values() for h in bucket})
-        wrong = [h for h in hops if isinstance(h, bool) or h not in allowed]
-        if wrong or not hops:
-            per_kind = ", ".join(f"{k}: {list(v)}" for k, v in BUCKETS.items())
-            raise ValueError(
-                f"hops (documents a question needs) must be among {allowed} ({per_kind}), "
-                f"got {wrong or list(hops)}"
-            )
+    check_hops(hops)
+
+
+def check_hops(hops: Any) -> None:
+    """``hops`` is ``None`` (any), or one or more of the hop counts some question kind has."""
+    if hops is None:
+        return
+    hops = tuple(hops) if isinstance(hops, Sequence) and not isinstance(hops, str) else (hops,)
+    allowed = sorted({h for bucket in BUCKETS.values() for h in bucket})
+    wrong = [h for h in hops if isinstance(h, bool) or h not in allowed]
+    if wrong or not hops:
+        per_kind = ", ".join(f"{k}: {list(v)}" for k, v in BUCKETS.items())
+        raise ValueError(
+            f"hops (documents a question needs) must be among {allowed} ({per_kind}), "
+            f"got {wrong or list(hops)}"
+        )
 
 
 def synthetic_source(
@@ -78,54 +88,6 @@ def synthetic_source(
     if world_size is None:
         world_size = "small" if fresh_world else "default"
     return _cached_synthetic(world_seed, world_size, hops_tuple, kinds_tuple, split, fresh_world)
-
-
-# Settings that shape the synthetic world's tasks, with their defaults in ``AgentFlowEnv``.
-SYNTHETIC_DEFAULTS: Mapping[str, Any] = {
-    "hops": None,
-    "kinds": None,
-    "split": "train",
-    "world_seed": 0,
-    "world_size": None,
-    "fresh_world": False,
-}
-DATASET_SETTINGS: tuple[str, ...] = ("dataset_split", "dataset_limit", "index_cache_dir")
-
-
-def check_source_settings(
-    *,
-    origin: str | None,
-    synthetic: Mapping[str, Any],
-    dataset_settings: Mapping[str, Any],
-) -> None:
-    """Reject settings the chosen task source would silently ignore.
-
-    ``origin`` names where the tasks come from (``"dataset="``, ``"tasks="``, ``"task_source="``)
-    or is ``None`` for the synthetic world; ``synthetic`` maps the synthetic settings to the values
-    given (those equal to ``SYNTHETIC_DEFAULTS`` count as not given); ``dataset_settings`` maps
-    ``DATASET_SETTINGS`` to theirs (``None`` = not given).
-    """
-    stray = [name for name, value in dataset_settings.items() if value is not None]
-    if stray and origin != "dataset=":
-        raise ValueError(f"{', '.join(f'{n}=' for n in stray)} only apply with dataset=")
-    if origin is None:
-        return
-    unused = [name for name, value in synthetic.items() if _given(value, SYNTHETIC_DEFAULTS[name])]
-    if unused:
-        hint = ""
-        if origin == "dataset=":
-            hint = " (dataset_split= and dataset_limit= filter a dataset)"
-        raise ValueError(
-            f"{', '.join(f'{n}=' for n in unused)} only apply to the synthetic world, but the "
-            f"tasks come from {origin}{hint}"
-        )
-
-
-def _given(value: Any, default: Any) -> bool:
-    """Whether ``value`` differs from ``default`` (``None`` defaults: whether it is not ``None``)."""
-    if default is None:
-        return value is not None
-    return bool(value is not default and value != default)
 
 
 @functools.lru_cache(maxsize=32)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
+from enum import Enum
 from typing import Any
 
 from agentflow_env.base.untrusted import shorten
@@ -37,6 +38,28 @@ class QueryAnalysis:
         return "\n".join(lines)
 
 
+class VerificationStatus(str, Enum):
+    """What the verifier said about a turn (or why it could not say).
+
+    A ``str`` enum: a status compares equal to its string (``status == "STOP"``), formats as it
+    (``f"{status}"`` gives ``STOP``) and serialises to JSON as it.
+    """
+
+    STOP = "STOP"
+    """The evidence in memory answers the query: the episode ends."""
+    CONTINUE = "CONTINUE"
+    """More evidence is needed."""
+    INVALID = "INVALID"
+    """The action could not be used (unreadable, malformed, unknown tool)."""
+    ERROR = "ERROR"
+    """A frozen module (executor or verifier) failed on this turn."""
+    PENDING = "PENDING"
+    """The turn's provisional entry, shown to the verifier before its verdict."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+
 @dataclass(frozen=True)
 class MemoryEntry:
     """One planner turn: what was asked for, what ran, what came back, what the verifier said."""
@@ -49,12 +72,19 @@ class MemoryEntry:
     tool_arguments: Mapping[str, Any]
     tool_result: str
     tool_ok: bool
-    verification_status: str
+    verification_status: VerificationStatus
     open_questions: tuple[str, ...] = ()
     errors: tuple[str, ...] = ()
 
+    def __post_init__(self) -> None:
+        # Entries read back from dicts (e.g. JSON records) carry the status as a plain string.
+        status = VerificationStatus(self.verification_status)
+        object.__setattr__(self, "verification_status", status)
+
     def as_dict(self) -> dict[str, Any]:
+        """The entry as plain data: the status is its string, the containers are lists/dicts."""
         record = asdict(self)
+        record["verification_status"] = self.verification_status.value
         record["tool_arguments"] = dict(self.tool_arguments)
         record["open_questions"] = list(self.open_questions)
         record["errors"] = list(self.errors)

@@ -1,16 +1,37 @@
-"""Planner observations: prompts rendered afresh (structured) or grown token-exactly (flat)."""
+"""Planner observations: prompts rendered afresh (structured) or grown token-exactly (flat).
+
+How prompts evolve over an episode is an ``ObservationMode`` strategy the session is given:
+
+- ``StructuredObservations`` (``observation_mode="structured"``, AgentFlow's way): every prompt is
+  rendered afresh from memory; nothing is appended, so the feedback is empty.
+- ``FlatObservations`` (``observation_mode="flat"``): one conversation grown token-exactly, each
+  prompt being the previous prompt's ids + the action's ids + the feedback's ids.
+
+``make_observations(mode, encoder)`` builds the strategy a setting names.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
+from gymnasium import spaces
 
+from agentflow_env.base.spaces import AnyText, TokenIds
 from agentflow_env.base.tokens import ChatTokenizer
 from agentflow_env.base.untrusted import PlainText
-from agentflow_env.workflow.prompts import Message, chat_continuation
+from agentflow_env.tools.registry import ToolSet
+from agentflow_env.workflow.action_input import MAX_TOKEN_ID
+from agentflow_env.workflow.memory import Memory
+from agentflow_env.workflow.prompts import (
+    Message,
+    chat_continuation,
+    planner_messages,
+    step_feedback,
+)
 
 
 @dataclass
@@ -90,3 +111,128 @@ def grow_prompt(
         prompt.token_ids + action_ids + feedback.token_ids,
     )
     return grown, feedback
+
+
+@dataclass(frozen=True)
+class PromptView:
+    """What an observation strategy reads to write the planner's next prompt."""
+
+    memory: Memory
+    tools: ToolSet
+    max_turns: int
+    style: str = "full"
+    final_text: str | None = None
+    """The generalist's text once the episode is over; ``None`` while it runs."""
+
+    @property
+    def next_turn(self) -> int:
+        """The turn the next prompt asks for (counting from 1)."""
+        return len(self.memory) + 1
+
+    def messages(self) -> list[Message]:
+        """The structured prompt's messages for the next turn, rendered from memory."""
+        return planner_messages(
+            self.memory, self.tools, self.next_turn, self.max_turns, style=self.style
+        )
+
+
+class ObservationMode(ABC):
+    """How the planner's prompts evolve over an episode: one strategy per observation mode.
+
+    A strategy holds no episode state (one instance serves many sessions); it reads the
+    episode through a ``PromptView``.
+    """
+
+    name: ClassVar[str]
+    """The ``observation_mode`` setting that names this strategy."""
+    grows: ClassVar[bool] = False
+    """Whether each prompt is the previous one + the action + the feedback, exactly: then a
+    prompt is the whole conversation so far (one flat training sample, a total token budget)."""
+
+    def __init__(self, encoder: PromptEncoder) -> None:
+        self.encoder = encoder
+
+    def first(self, view: PromptView) -> Observation:
+        """The episode's first prompt (the same in every mode)."""
+        return self.encoder.render(view.messages())
+
+    @abstractmethod
+    def next(
+        self, prompt: Observation, action_ids: list[int], view: PromptView
+    ) -> tuple[Observation, Observation]:
+        """The prompt after ``prompt`` and the action ``action_ids``, and the feedback appended
+        to get it (empty when nothing is appended)."""
+
+    def feedback_info(self, feedback: Observation) -> dict[str, Any]:
+        """The keys ``info`` carries about a step's feedback (none by default)."""
+        return {}
+
+    def token_id_limit(self, vocab_size: int) -> int:
+        """Ids in an observation lie in ``[0, token_id_limit)``."""
+        return vocab_size
+
+    def observation_space(self, vocab_size: int) -> spaces.Dict:
+        """The Gymnasium space of this mode's observations ``{"text", "token_ids"}``."""
+        limit = self.token_id_limit(vocab_size)
+        return spaces.Dict({"text": AnyText(), "token_ids": TokenIds(vocab_size, id_limit=limit)})
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+class StructuredObservations(ObservationMode):
+    """Each prompt rendered afresh from memory (AgentFlow); the feedback is empty."""
+
+    name = "structured"
+
+    def next(
+        self, prompt: Observation, action_ids: list[int], view: PromptView
+    ) -> tuple[Observation, Observation]:
+        return self.encoder.render(view.messages()), Observation("", [])
+
+
+class FlatObservations(ObservationMode):
+    """One conversation grown token-exactly: previous ids + action ids + feedback ids.
+
+    The action ids stand as the policy produced them, even ids past the tokenizer's vocabulary
+    (a padded embedding), so observations admit every id an action may hold.
+    """
+
+    name = "flat"
+    grows = True
+
+    def next(
+        self, prompt: Observation, action_ids: list[int], view: PromptView
+    ) -> tuple[Observation, Observation]:
+        return grow_prompt(self.encoder.plain, prompt, action_ids, self.feedback_message(view))
+
+    def feedback_message(self, view: PromptView) -> str:
+        """The user turn that follows an action: the step's result, or the episode's end."""
+        if view.final_text is not None:
+            return "The episode is over. " + view.final_text
+        return step_feedback(view.memory, view.next_turn, view.max_turns)
+
+    def feedback_info(self, feedback: Observation) -> dict[str, Any]:
+        return {"feedback_text": feedback.text, "feedback_token_ids": list(feedback.token_ids)}
+
+    def token_id_limit(self, vocab_size: int) -> int:
+        return MAX_TOKEN_ID + 1
+
+
+OBSERVATION_MODES: Mapping[str, type[ObservationMode]] = {
+    mode.name: mode for mode in (StructuredObservations, FlatObservations)
+}
+"""The strategies by ``observation_mode`` setting."""
+
+
+def check_observation_mode(mode: str) -> None:
+    """Raise ``ValueError`` unless ``mode`` names an observation strategy."""
+    if not isinstance(mode, str) or mode not in OBSERVATION_MODES:
+        names = " or ".join(repr(name) for name in OBSERVATION_MODES)
+        raise ValueError(f"observation_mode must be {names}, got {mode!r}")
+
+
+def make_observations(mode: str, encoder: PromptEncoder) -> ObservationMode:
+    """The strategy the ``observation_mode`` setting ``mode`` names, rendering with ``encoder``."""
+    check_observation_mode(mode)
+    return OBSERVATION_MODES[mode](encoder)

@@ -21,11 +21,33 @@ from agentflow_env.tools.runner import run_tool
 from agentflow_env.workflow.action_input import ActionInput, read_action
 from agentflow_env.workflow.actions import ActionParseError, PlannerAction, parse_planner_action
 from agentflow_env.workflow.frozen_modules import FinalAnswer, Modules
-from agentflow_env.workflow.memory import Memory, MemoryEntry, QueryAnalysis
-from agentflow_env.workflow.observations import Observation, PromptEncoder, grow_prompt
-from agentflow_env.workflow.prompts import planner_messages, step_feedback
+from agentflow_env.workflow.memory import Memory, MemoryEntry, QueryAnalysis, VerificationStatus
+from agentflow_env.workflow.observations import (
+    Observation,
+    ObservationMode,
+    PromptEncoder,
+    PromptView,
+    check_observation_mode,
+    make_observations,
+)
+from agentflow_env.workflow.outcome import EndReason, EpisodeMetrics, EpisodeOutcome
+from agentflow_env.workflow.prompts import Message
 from agentflow_env.workflow.rewards import RewardConfig, answer_score, terminal_reward
 from agentflow_env.workflow.trajectory import Trajectory, TurnRecord
+
+__all__ = [
+    "DEFAULT_MAX_ACTION_TOKENS",
+    "DEFAULT_MAX_PROMPT_TOKENS",
+    "AnswerJudge",
+    "EndReason",
+    "EpisodeMetrics",
+    "EpisodeOutcome",
+    "EpisodeOverError",
+    "Session",
+    "SessionConfig",
+    "StepOutcome",
+    "VerificationStatus",
+]
 
 
 class AnswerJudge(Protocol):
@@ -54,6 +76,7 @@ class SessionConfig:
     max_tool_output_chars: int = 8000
     prompt_style: str = "full"
     observation_mode: str = "structured"
+    """Names the session's default observation strategy (``make_observations``)."""
     max_action_tokens: int | None = DEFAULT_MAX_ACTION_TOKENS
     max_prompt_tokens: int | None = DEFAULT_MAX_PROMPT_TOKENS
     max_total_tokens: int | None = None
@@ -64,10 +87,7 @@ class SessionConfig:
             raise ValueError(f"max_turns must be >= 1, got {self.max_turns}")
         if self.prompt_style not in ("full", "compact"):
             raise ValueError(f"prompt_style must be 'full' or 'compact', got {self.prompt_style!r}")
-        if self.observation_mode not in ("structured", "flat"):
-            raise ValueError(
-                f"observation_mode must be 'structured' or 'flat', got {self.observation_mode!r}"
-            )
+        check_observation_mode(self.observation_mode)
         for name in ("max_action_tokens", "max_prompt_tokens", "max_total_tokens"):
             value = getattr(self, name)
             if value is not None and value < 1:
@@ -76,28 +96,24 @@ class SessionConfig:
 
 @dataclass
 class StepOutcome:
+    """What one planner turn gave: Gymnasium's step tuple, plus the feedback appended (flat
+    observations) to the prompt to get ``observation`` (empty when structured)."""
+
     observation: Observation
     reward: float
     terminated: bool
     truncated: bool
     info: dict[str, Any]
-
-
-@dataclass
-class _Metrics:
-    turns: int = 0
-    tool_calls: int = 0
-    tool_errors: int = 0
-    invalid_actions: int = 0
-    action_tokens: int = 0
-    tool_latency_s: float = 0.0
-
-    def as_dict(self) -> dict[str, float]:
-        return dict(self.__dict__)
+    feedback: Observation = field(default_factory=lambda: Observation("", []))
 
 
 class Session:
-    """One episode. Build it, ``await start()``, then ``await step(action)`` until it is done."""
+    """One episode. Build it, ``await start()``, then ``await step(action)`` until it is done.
+
+    ``observations`` is how prompts evolve (default: the strategy ``config.observation_mode``
+    names). Read the episode through ``done``, ``observation``, ``outcome`` (``None`` until the
+    end), ``metrics``, ``turn``, ``turn_records`` and ``trajectory()``.
+    """
 
     def __init__(
         self,
@@ -109,28 +125,65 @@ class Session:
         config: SessionConfig | None = None,
         seed: int | None = None,
         prompt_encoder: PromptEncoder | None = None,
+        observations: ObservationMode | None = None,
     ) -> None:
         self.task = task
         self.tools = tools
         self.modules = modules
         self.tokenizer = tokenizer
-        self.prompt_encoder = prompt_encoder or PromptEncoder(tokenizer)
+        if prompt_encoder is None:
+            prompt_encoder = observations.encoder if observations else PromptEncoder(tokenizer)
+        self.prompt_encoder = prompt_encoder
         self.config = config or SessionConfig()
+        self.observations = observations or make_observations(
+            self.config.observation_mode, self.prompt_encoder
+        )
         self.memory = Memory(task.question)
         self.tool_context = ToolContext(corpus=task.corpus, seed=seed)
-        self.metrics = _Metrics()
-        self.done = False
-        self.final: FinalAnswer | None = None
-        self.end_info: dict[str, Any] = {}
-        self.observation: Observation | None = None
-        self.turn_records: list[TurnRecord] = []
-        self.module_errors: list[str] = []
-        self.initializer_error: str | None = None
+        self._metrics = EpisodeMetrics()
+        self._done = False
+        self._outcome: EpisodeOutcome | None = None
+        self._observation: Observation | None = None
+        self._initial_observation: Observation | None = None
+        self._turn_records: list[TurnRecord] = []
+        self._module_errors: list[str] = []
+        self._initializer_error: str | None = None
+
+    # -- the episode so far ------------------------------------------------------------------
+    @property
+    def done(self) -> bool:
+        """Whether the episode is over (then ``outcome`` is set)."""
+        return self._done
+
+    @property
+    def observation(self) -> Observation | None:
+        """The planner's current prompt (``None`` before ``start()``)."""
+        return self._observation
+
+    @property
+    def initial_observation(self) -> Observation | None:
+        """The episode's first prompt (``None`` before ``start()``)."""
+        return self._initial_observation
+
+    @property
+    def outcome(self) -> EpisodeOutcome | None:
+        """How the episode ended; ``None`` until it has."""
+        return self._outcome
+
+    @property
+    def metrics(self) -> EpisodeMetrics:
+        """The running counts (turns, tool calls, errors, invalid actions, action tokens)."""
+        return self._metrics
 
     @property
     def turn(self) -> int:
         """Number of planner turns taken so far."""
         return len(self.memory)
+
+    @property
+    def turn_records(self) -> tuple[TurnRecord, ...]:
+        """Every planner turn so far, token-exact."""
+        return tuple(self._turn_records)
 
     async def start(self) -> tuple[Observation, dict[str, Any]]:
         """Run the initializer and return the first planner observation."""
@@ -140,22 +193,22 @@ class Session:
             )
         except Exception as exc:  # the episode still starts, from the bare query
             self.memory.log("module_error", 0, module="initializer", error=repr(exc))
-            self.initializer_error = f"initializer failed: {type(exc).__name__}: {exc}"
+            self._initializer_error = f"initializer failed: {type(exc).__name__}: {exc}"
             analysis = QueryAnalysis(
                 objective=f"Answer the question: {self.task.question}",
                 tools=tuple(self.tools.names),
             )
         self.memory.set_analysis(analysis)
-        self.observation = self._render_observation()
-        return self.observation, self._info()
+        self._observation = self._initial_observation = self.observations.first(self._view())
+        return self._observation, self._info()
 
     async def step(self, action: Any, logprobs: Sequence[float] | None = None) -> StepOutcome:
         """One planner turn. ``logprobs`` (optional) are the sampling log-probs of the action ids."""
-        if self.done:
+        if self._done:
             raise EpisodeOverError("the episode is over: call reset() before step()")
-        if self.observation is None:
+        if self._observation is None:
             raise RuntimeError("call start() before step()")
-        prompt = self.observation
+        prompt = self._observation
         # Everything about the action is checked here, before any tool runs or memory changes.
         read = read_action(
             action,
@@ -165,8 +218,8 @@ class Session:
             plain=self.prompt_encoder.plain,
         )
         turn = self.turn + 1
-        self.metrics.turns = turn
-        self.metrics.action_tokens += len(read.ids)
+        self._metrics.turns = turn
+        self._metrics.action_tokens += len(read.ids)
         self.memory.log(
             "action",
             turn,
@@ -178,20 +231,20 @@ class Session:
         entry = await self._run_turn(turn, read.text, read.error)
         self.memory.add_entry(entry)
 
-        terminated = entry.verification_status == "STOP"
-        end_reason = "verifier_stop" if terminated else None
-        if not terminated and self.module_errors:
-            end_reason = "module_error"
+        terminated = entry.verification_status == VerificationStatus.STOP
+        end_reason = EndReason.VERIFIER_STOP if terminated else None
+        if not terminated and self._module_errors:
+            end_reason = EndReason.MODULE_ERROR
         elif not terminated and turn >= self.config.max_turns:
-            end_reason = "max_turns"
+            end_reason = EndReason.MAX_TURNS
         if end_reason is None:
-            self.observation, feedback = self._next_observation(prompt, read)
-            end_reason = self._budget_exceeded(self.observation)
+            self._observation, feedback = self._next_observation(prompt, read)
+            end_reason = self._budget_exceeded(self._observation)
         reward = 0.0
         if end_reason is not None:
             reward = await self._finish(end_reason)
-            self.observation, feedback = self._next_observation(prompt, read)
-        self.turn_records.append(
+            self._observation, feedback = self._next_observation(prompt, read)
+        self._turn_records.append(
             TurnRecord(
                 turn=turn,
                 prompt_ids=tuple(prompt.token_ids),
@@ -204,23 +257,20 @@ class Session:
                 action_cut=read.cut,
             )
         )
-        info = self._info()
-        info["action_cut"] = read.cut
-        if self.config.observation_mode == "flat":
-            info["feedback_text"] = feedback.text
-            info["feedback_token_ids"] = list(feedback.token_ids)
-        truncated = end_reason is not None and end_reason != "verifier_stop"
-        return StepOutcome(self.observation, reward, terminated, truncated, info)
+        truncated = end_reason is not None and end_reason.truncates
+        info = self._info(read, feedback)
+        return StepOutcome(self._observation, reward, terminated, truncated, info, feedback)
 
     def trajectory(self) -> Trajectory:
         """The episode so far as exact turn records plus its outcome."""
+        outcome = self._outcome
         return Trajectory(
             task_id=self.task.task_id,
-            observation_mode=self.config.observation_mode,
-            turns=list(self.turn_records),
-            reward=float(self.end_info.get("reward", 0.0)),
-            success=bool(self.end_info.get("success", False)),
-            metrics=self.metrics.as_dict(),
+            observation_mode=self.observations.name,
+            turns=list(self._turn_records),
+            reward=float(outcome.reward) if outcome else 0.0,
+            success=bool(outcome.success) if outcome else False,
+            metrics=self._metrics.as_dict(),
         )
 
     # -- one turn ----------------------------------------------------------------------------
@@ -243,7 +293,9 @@ class Session:
             arguments = await self.modules.executor.command(action, tool, self.task, self.memory)
         except Exception as exc:
             self._module_failed(turn, "executor", exc)
-            return self._invalid_entry(turn, action, f"executor failed: {exc}", status="ERROR")
+            return self._invalid_entry(
+                turn, action, f"executor failed: {exc}", status=VerificationStatus.ERROR
+            )
         result = await run_tool(
             tool,
             arguments,
@@ -263,7 +315,9 @@ class Session:
         self._count_call(result)
         errors = (result.error,) if result.error else ()
         # The verifier reads the memory including this turn's result.
-        provisional = self._entry(turn, action, tool.name, arguments, result, "PENDING", (), errors)
+        provisional = self._entry(
+            turn, action, tool.name, arguments, result, VerificationStatus.PENDING, (), errors
+        )
         status, open_questions, verify_errors = await self._verify(turn, provisional)
         return self._entry(
             turn,
@@ -278,7 +332,7 @@ class Session:
 
     async def _verify(
         self, turn: int, provisional: MemoryEntry
-    ) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
+    ) -> tuple[VerificationStatus, tuple[str, ...], tuple[str, ...]]:
         try:
             verdict = await self.modules.verifier.verify(
                 self.task, self.memory.preview(provisional)
@@ -291,9 +345,11 @@ class Session:
             }
         except Exception as exc:
             self._module_failed(turn, "verifier", exc)
-            return "ERROR", self.memory.open_questions(), (f"verifier failed: {exc}",)
+            error = (f"verifier failed: {exc}",)
+            return VerificationStatus.ERROR, self.memory.open_questions(), error
         self.memory.log("verification", turn, stop=stop, **details)
-        return ("STOP" if stop else "CONTINUE"), open_questions, ()
+        status = VerificationStatus.STOP if stop else VerificationStatus.CONTINUE
+        return status, open_questions, ()
 
     def _entry(
         self,
@@ -302,7 +358,7 @@ class Session:
         tool: str,
         arguments: Mapping[str, Any],
         result: ToolResult,
-        status: str,
+        status: VerificationStatus,
         open_questions: tuple[str, ...],
         errors: tuple[str, ...],
     ) -> MemoryEntry:
@@ -324,16 +380,19 @@ class Session:
         """A frozen module failed after its own retries: record it; the episode ends this turn."""
         message = f"{module} failed: {type(exc).__name__}: {exc}"
         self.memory.log("module_error", turn, module=module, error=message)
-        self.module_errors.append(message)
+        self._module_errors.append(message)
 
     def _invalid_entry(
-        self, turn: int, action: PlannerAction | None, error: str, status: str = "INVALID"
+        self,
+        turn: int,
+        action: PlannerAction | None,
+        error: str,
+        status: VerificationStatus = VerificationStatus.INVALID,
     ) -> MemoryEntry:
-        if status == "INVALID":
-            self.metrics.invalid_actions += 1
-        self.memory.log(
-            "invalid_action" if status == "INVALID" else "turn_error", turn, error=error
-        )
+        invalid = status == VerificationStatus.INVALID
+        if invalid:
+            self._metrics.invalid_actions += 1
+        self.memory.log("invalid_action" if invalid else "turn_error", turn, error=error)
         return MemoryEntry(
             turn=turn,
             justification=action.justification if action else "",
@@ -349,16 +408,16 @@ class Session:
         )
 
     def _count_call(self, result: ToolResult) -> None:
-        self.metrics.tool_calls += 1
+        self._metrics.tool_calls += 1
         if not result.ok:
-            self.metrics.tool_errors += 1
+            self._metrics.tool_errors += 1
             if result.metadata.get("kind") == "arguments":
-                self.metrics.invalid_actions += 1
-        self.metrics.tool_latency_s += float(result.metadata.get("latency_s", 0.0))
+                self._metrics.invalid_actions += 1
+        self._metrics.tool_latency_s += float(result.metadata.get("latency_s", 0.0))
 
     # -- the end -----------------------------------------------------------------------------
-    async def _finish(self, end_reason: str) -> float:
-        self.done = True
+    async def _finish(self, end_reason: EndReason) -> float:
+        self._done = True
         try:
             final = _expect(
                 await self.modules.generalist.answer(self.task, self.memory), FinalAnswer
@@ -368,9 +427,8 @@ class Session:
         except Exception as exc:
             self._module_failed(self.turn, "generalist", exc)
             final = FinalAnswer(None, f"The final answer could not be written: {exc}")
-        self.final = final
         score = await self._score(final.answer)
-        metrics = self.metrics.as_dict()
+        metrics = self._metrics.as_dict()
         reward = terminal_reward(score, metrics, self.config.reward)
         success = self._is_correct(final.answer)
         self.memory.log(
@@ -383,17 +441,17 @@ class Session:
             score=score,
             reward=reward,
         )
-        self.end_info = {
-            "answer": final.answer,
-            "final_text": final.text,
-            "gold_answers": list(self.task.gold_answers),
-            "success": success,
-            "score": score,
-            "end_reason": end_reason,
-            "reward": reward,
-            "module_errors": list(self.module_errors),
-            "metrics": metrics,
-        }
+        self._outcome = EpisodeOutcome(
+            answer=final.answer,
+            final_text=final.text,
+            gold_answers=tuple(self.task.gold_answers),
+            success=success,
+            score=score,
+            reward=reward,
+            end_reason=end_reason,
+            module_errors=tuple(self._module_errors),
+            metrics=metrics,
+        )
         return reward
 
     def _is_correct(self, answer: str | None) -> bool:
@@ -426,60 +484,61 @@ class Session:
         return verdict
 
     # -- observations ------------------------------------------------------------------------
-    def messages(self) -> list[dict[str, str]]:
-        return planner_messages(
+    def messages(self) -> list[Message]:
+        """The structured prompt's messages for the next turn."""
+        return self._view().messages()
+
+    def _view(self) -> PromptView:
+        return PromptView(
             self.memory,
             self.tools,
-            self.turn + 1,
             self.config.max_turns,
             style=self.config.prompt_style,
+            final_text=self._outcome.final_text if self._outcome else None,
         )
-
-    def _render_observation(self) -> Observation:
-        return self.prompt_encoder.render(self.messages())
 
     def _next_observation(
         self, prompt: Observation, read: ActionInput
     ) -> tuple[Observation, Observation]:
-        """The next prompt, and the feedback appended to get it (empty when structured)."""
-        if self.config.observation_mode == "structured":
-            return self._render_observation(), Observation("", [])
-        if self.done:
-            user_text = "The episode is over. " + (self.final.text if self.final else "")
-        else:
-            user_text = step_feedback(self.memory, self.turn + 1, self.config.max_turns)
-        return grow_prompt(self.prompt_encoder.plain, prompt, read.ids, user_text)
+        """The next prompt, and the feedback appended to get it (the strategy decides)."""
+        return self.observations.next(prompt, read.ids, self._view())
 
-    def _budget_exceeded(self, observation: Observation) -> str | None:
+    def _budget_exceeded(self, observation: Observation) -> EndReason | None:
         length = len(observation.token_ids)
         if self.config.max_prompt_tokens is not None and length > self.config.max_prompt_tokens:
-            return "prompt_budget"
-        if (
-            self.config.observation_mode == "flat"
-            and self.config.max_total_tokens is not None
-            and length > self.config.max_total_tokens
-        ):
-            return "total_budget"
+            return EndReason.PROMPT_BUDGET
+        # A prompt that only grows is the whole conversation: its length is the episode's total.
+        total_cap = self.config.max_total_tokens
+        if self.observations.grows and total_cap is not None and length > total_cap:
+            return EndReason.TOTAL_BUDGET
         return None
 
-    def _info(self) -> dict[str, Any]:
+    def _info(
+        self, read: ActionInput | None = None, feedback: Observation | None = None
+    ) -> dict[str, Any]:
+        """The ``info`` of ``start`` (no arguments) and of ``step``: every key, built here."""
         info: dict[str, Any] = {
             "task_id": self.task.task_id,
             "question": self.task.question,
             "turn": self.turn,
             "memory": self.memory.as_dicts(),
         }
-        if self.initializer_error:
-            info["initializer_error"] = self.initializer_error
+        if self._initializer_error:
+            info["initializer_error"] = self._initializer_error
         if self.memory.entries:
             last = self.memory.entries[-1]
             info.update(
                 tool=last.selected_tool,
                 tool_ok=last.tool_ok,
-                verification=last.verification_status,
+                verification=last.verification_status.value,
                 errors=list(last.errors),
             )
-        info.update(self.end_info)
+        if self._outcome is not None:
+            info.update(self._outcome.as_info())
+        if read is not None:
+            info["action_cut"] = read.cut
+        if feedback is not None:
+            info.update(self.observations.feedback_info(feedback))
         return info
 
 

@@ -17,6 +17,8 @@ from typing import Any, Literal
 
 import numpy as np
 
+from agentflow_env.workflow.observations import OBSERVATION_MODES
+
 
 @dataclass(frozen=True)
 class TurnRecord:
@@ -104,7 +106,8 @@ class Trajectory:
 
     def flat_sample(self) -> FlatSample:
         """The whole trajectory as one sequence (the final turn's feedback is left out)."""
-        if self.observation_mode != "flat":
+        mode = OBSERVATION_MODES.get(self.observation_mode)
+        if mode is None or not mode.grows:
             raise ValueError("flat samples need observation_mode='flat' (prompts that only grow)")
         if not self.turns:
             raise ValueError("a trajectory with no turns has no sample")

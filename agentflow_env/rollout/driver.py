@@ -1,0 +1,344 @@
+"""The batched rollout driver: many episodes stepped together, one generate call per turn.
+
+``run_episodes`` trains (TRL's ``rollout_func``) and evaluates (with a greedy ``HFGenerator``)
+through the same code. Each live episode's flat-mode prompt ids go to ``generate`` in one batch;
+the sampled ids and log-probs go back to its env verbatim (token-in-token-out), and a finished
+episode becomes one flat sample: the first prompt, then actions and feedback alternating, with a
+mask that is 1 on planner tokens.
+
+With several processes whose generate calls are collectives (vLLM server mode, tensor-parallel
+vLLM, ZeRO-3, FSDP), ``lockstep`` keeps the ranks in step: before each call they agree on the
+largest live count, and every rank pads its batch to it.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentflow_env.envs.env import AgentFlowEnv
+from agentflow_env.rollout.failures import filler_token_id
+from agentflow_env.rollout.labels import EpisodePlan, plan_episode
+from agentflow_env.rollout.pool import EnvPool
+from agentflow_env.rollout.spec import DEFAULT_ENV_ID, TaskSpecError
+
+logger = logging.getLogger("agentflow_env.rollout")
+
+Generate = Callable[
+    [Sequence[Sequence[int]], int],
+    tuple[list[list[int]], Sequence[Sequence[float | None] | None] | None],
+]
+"""``generate(prompt_ids_batch, max_new_tokens) -> (completion ids, log-probs)``; the log-probs
+may be ``None`` (none at all), or hold ``None`` per sequence or per token (unknown)."""
+
+MaxAcrossRanks = Callable[[int], int]
+"""``max_across_ranks(local_value) -> the maximum over all ranks``: a collective every rank calls."""
+
+_POOL = EnvPool()
+
+
+def default_pool() -> EnvPool:
+    """The process's pool for ``run_episodes`` calls that name none."""
+    return _POOL
+
+
+def distributed_max(group: Any = None) -> MaxAcrossRanks:
+    """``MaxAcrossRanks`` over a ``torch.distributed`` process group (the default group if
+    ``None``), for use without a trainer."""
+    import torch
+    import torch.distributed as dist
+
+    def max_across_ranks(value: int) -> int:
+        device = torch.device("cpu")
+        if dist.get_backend(group) == "nccl":
+            device = torch.device("cuda", torch.cuda.current_device())
+        tensor = torch.tensor([int(value)], dtype=torch.long, device=device)
+        dist.all_reduce(tensor, op=dist.ReduceOp.MAX, group=group)
+        return int(tensor.item())
+
+    return max_across_ranks
+
+
+# -- log-probs as generators report them -------------------------------------------------------
+def sampled_logprob(value: Any) -> float:
+    """One token's log-prob as a float, NaN if unknown; vLLM gives ``[sampled, top-k...]``."""
+    if isinstance(value, list | tuple):
+        value = value[0] if value else None
+    if value is None:
+        return math.nan
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def action_logprobs(logprobs: Any, length: int) -> list[float]:
+    """``length`` log-probs for an action: NaN where unknown, all NaN if missing or misaligned."""
+    if logprobs is None:
+        return [math.nan] * length
+    values = [sampled_logprob(x) for x in logprobs]
+    return values if len(values) == length else [math.nan] * length
+
+
+def capped_params(sampling_params: Any, cap: int) -> Any:
+    """A copy of vLLM ``SamplingParams`` whose ``max_tokens`` is at most ``cap`` (the caller's
+    object, which a group of trajectories may share, is never changed)."""
+    params = copy.deepcopy(sampling_params)
+    if params.max_tokens is None or params.max_tokens > cap:
+        params.max_tokens = cap
+    return params
+
+
+def read_request_output(output: Any) -> tuple[list[int], list[float] | None, str | None]:
+    """The sampled ids, their log-probs (``None`` if not all readable) and the finish reason of
+    a vLLM ``RequestOutput``. Raises ``ValueError`` when ``outputs[0].token_ids`` is unreadable."""
+    try:
+        sampled = output.outputs[0]
+        ids = [int(i) for i in sampled.token_ids]
+    except (AttributeError, IndexError, KeyError, TypeError, ValueError) as exc:
+        raise ValueError(
+            "the rollout engine's output has no readable outputs[0].token_ids "
+            f"({type(exc).__name__}: {exc}); the adapter needs the sampled ids"
+        ) from exc
+    logprobs: list[float] | None = None
+    per_token = getattr(sampled, "logprobs", None)
+    if per_token:
+        try:
+            logprobs = [float(d[t].logprob) for d, t in zip(per_token, ids, strict=True)]
+        except (AttributeError, KeyError, TypeError, ValueError):
+            logprobs = None
+    return ids, logprobs, getattr(sampled, "finish_reason", None)
+
+
+# -- episodes ----------------------------------------------------------------------------------
+@dataclass
+class EpisodeResult:
+    """One finished episode as a flat sample plus its outcome.
+
+    ``error`` is set when the episode raised: the sample is then a placeholder (the first prompt
+    if there was one, a single masked end-of-turn token as completion) with reward 0.
+    """
+
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    env_mask: list[int]
+    logprobs: list[float]
+    reward: float
+    success: bool
+    turns: int
+    end_reason: str
+    metrics: dict[str, float] = field(default_factory=dict)
+    error: str | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.error is not None
+
+
+@dataclass
+class _Episode:
+    index: int
+    label: Any
+    plan: EpisodePlan | None = None
+    env: AgentFlowEnv | None = None
+    observation: list[int] | None = None
+    first_prompt: list[int] | None = None
+    turns: int = 0
+    result: EpisodeResult | None = None
+
+
+@dataclass
+class _Run:
+    pool: EnvPool
+    eos: int
+    log: logging.Logger
+
+
+def run_episodes(
+    specs: Sequence[Any],
+    generate: Generate,
+    tokenizer: Any,
+    *,
+    max_action_tokens: int = 48,
+    pool: EnvPool | None = None,
+    env_id: str = DEFAULT_ENV_ID,
+    env_kwargs: Mapping[str, Any] | None = None,
+    default_env_kwargs: Mapping[str, Any] | None = None,
+    lockstep: MaxAcrossRanks | None = None,
+    log: logging.Logger | None = None,
+) -> list[EpisodeResult]:
+    """Run one episode per spec, all turns batched across episodes; one result per spec, in order.
+
+    A spec is a ``(seed, env kwargs)`` pair or a task label (see ``plan_episode``, which also
+    says how ``env_id``, ``env_kwargs`` and ``default_env_kwargs`` apply). ``tokenizer`` is the
+    policy's (the envs render prompts with it). ``generate(prompt_ids_batch, max_new_tokens)``
+    returns sampled ids and their log-probs. Envs come from ``pool`` (default: the process's).
+
+    An episode that raises (its label, its env, a step) becomes a zero-reward result with
+    ``error`` set and a warning on ``log``; the others go on. Exceptions from ``generate`` (the
+    model, not one episode) propagate.
+
+    ``lockstep`` (several processes; ``distributed_max``, or a trainer's collective): before each
+    generate call the ranks agree on the largest number of live episodes on any rank; every rank
+    then generates for exactly that many prompts, padding with copies of a finished episode's
+    first prompt and discarding their outputs, and all stop together when no rank has a live
+    episode. So every rank makes the same number of generate calls with the same batch sizes,
+    and each keeps its own episodes' outputs. Without it (one process) nothing is padded.
+    """
+    run = _Run(pool or _POOL, filler_token_id(tokenizer), log or logger)
+    episodes = [_Episode(index, label) for index, label in enumerate(specs)]
+    plan_kwargs = {
+        "env_id": env_id,
+        "env_kwargs": env_kwargs,
+        "default_env_kwargs": default_env_kwargs,
+    }
+    _start(episodes, plan_kwargs, tokenizer, run)
+    starts = [e.first_prompt for e in episodes if e.first_prompt]
+    padding = min(starts, key=len) if starts else [run.eos]
+    while True:
+        live = [e for e in episodes if e.result is None]
+        width = len(live) if lockstep is None else int(lockstep(len(live)))
+        if width < len(live):
+            raise RuntimeError(f"lockstep returned {width} for {len(live)} live episodes")
+        if width == 0:
+            break
+        prompts = [e.observation or padding for e in live] + [padding] * (width - len(live))
+        completions, logprobs = generate(prompts, max_action_tokens)
+        per_row = [None] * len(completions) if logprobs is None else list(logprobs)
+        if len(completions) != width or len(per_row) != width:
+            raise RuntimeError(
+                f"generate returned {len(completions)} completions and {len(per_row)} "
+                f"log-prob rows for {width} prompts"
+            )
+        for episode, ids, lps in zip(live, completions, per_row, strict=False):
+            _step(episode, list(ids), lps, run)
+    return [e.result for e in episodes if e.result is not None]
+
+
+def _start(
+    episodes: list[_Episode], plan_kwargs: Mapping[str, Any], tokenizer: Any, run: _Run
+) -> None:
+    """Plan, build (one env per episode, grouped by env) and reset every episode; an episode
+    that raises on the way fails alone (a group whose env cannot be built fails together)."""
+    for episode in episodes:
+        try:
+            episode.plan = plan_episode(episode.label, **plan_kwargs)
+        except Exception as exc:
+            _fail(episode, "label", exc, run)
+    groups: dict[str, list[_Episode]] = {}
+    for episode in episodes:
+        if episode.plan is not None and episode.result is None:
+            groups.setdefault(episode.plan.env_key, []).append(episode)
+    for members in groups.values():
+        plan = members[0].plan
+        assert plan is not None
+        try:
+            envs = run.pool.envs(plan, tokenizer, len(members))
+        except Exception as exc:
+            for episode in members:
+                _fail(episode, "env", exc, run)
+            continue
+        for episode, env in zip(members, envs, strict=True):
+            episode.env = env
+    for episode in episodes:
+        if episode.result is not None:
+            continue
+        assert episode.env is not None and episode.plan is not None
+        try:
+            episode.observation = _ids(run.pool.reset(episode.env, episode.plan))
+            episode.first_prompt = list(episode.observation)
+        except Exception as exc:
+            _fail(episode, "reset", exc, run)
+
+
+def _step(episode: _Episode, ids: list[int], logprobs: Any, run: _Run) -> None:
+    env = episode.env
+    assert env is not None
+    try:
+        action: Any = {"token_ids": ids, "logprobs": action_logprobs(logprobs, len(ids))}
+        observation, reward, terminated, truncated, info = env.step(action)
+        episode.turns += 1
+        if terminated or truncated:
+            episode.result = _result(env, float(reward), info)
+        else:
+            episode.observation = _ids(observation)
+    except Exception as exc:
+        _fail(episode, "step", exc, run)
+
+
+def _ids(observation: Mapping[str, Any]) -> list[int]:
+    return [int(i) for i in observation["token_ids"]]
+
+
+def _result(env: AgentFlowEnv, reward: float, info: Mapping[str, Any]) -> EpisodeResult:
+    trajectory = env.trajectory()
+    sample = trajectory.flat_sample()
+    if not sample.completion_ids:  # a trainer needs a token to read; no action ids were kept
+        raise ValueError("the trajectory has no completion tokens")
+    logprobs: list[float] = []
+    for index, turn in enumerate(trajectory.turns):
+        logprobs += action_logprobs(turn.logprobs, len(turn.action_ids))
+        if index + 1 < len(trajectory.turns):
+            logprobs += [0.0] * len(turn.feedback_ids)
+    if len(logprobs) != len(sample.completion_ids):
+        raise RuntimeError(
+            f"{len(logprobs)} log-probs for {len(sample.completion_ids)} completion tokens"
+        )
+    metrics = dict(info.get("metrics", {}))
+    return EpisodeResult(
+        prompt_ids=sample.input_ids[: sample.prompt_length],
+        completion_ids=sample.completion_ids,
+        env_mask=sample.completion_mask,
+        logprobs=logprobs,
+        reward=reward,
+        success=bool(info.get("success", False)),
+        turns=int(metrics.get("turns", 0)),
+        end_reason=str(info.get("end_reason", "")),
+        metrics=metrics,
+    )
+
+
+def _fail(episode: _Episode, stage: str, exc: BaseException, run: _Run) -> None:
+    """End ``episode`` as a zero-reward placeholder sample (first prompt if any, one masked
+    end-of-turn token), logging the reason; an env that raised leaves the pool."""
+    reason = f"{stage}: {type(exc).__name__}: {exc}"
+    run.log.warning(
+        "episode %d (%.160r) failed and is recorded as a zero-reward sample: %s",
+        episode.index,
+        episode.label,
+        reason,
+        exc_info=None if isinstance(exc, TaskSpecError) else exc,
+    )
+    if episode.env is not None:
+        run.pool.discard(episode.env)
+        episode.env = None
+    episode.result = EpisodeResult(
+        prompt_ids=list(episode.first_prompt or [run.eos]),
+        completion_ids=[run.eos],
+        env_mask=[0],
+        logprobs=[0.0],
+        reward=0.0,
+        success=False,
+        turns=episode.turns,
+        end_reason="error",
+        metrics={},
+        error=reason,
+    )
+
+
+__all__ = [
+    "EpisodeResult",
+    "Generate",
+    "MaxAcrossRanks",
+    "action_logprobs",
+    "capped_params",
+    "default_pool",
+    "distributed_max",
+    "read_request_output",
+    "run_episodes",
+    "sampled_logprob",
+]

@@ -1,0 +1,228 @@
+"""Trainer labels and adapter settings: which env, with which kwargs, runs which task.
+
+A trainer hands the rollout one label per episode: a ``TaskSpec`` (``agentflow_env.rollout.spec``),
+its JSON string, the parsed object, or a chat conversation whose last message holds one of
+these (``read_task_spec``). ``plan_episode`` turns a label into an ``EpisodePlan``: the env id,
+the env kwargs (layered beneath the label's own) and a key naming that env, which is how the
+``EnvPool`` shares envs. ``AdapterConfig`` reads the ``AGENTFLOW_*`` environment variables an
+adapter built without arguments (OpenRLHF's ``AgentExecutor()``) is configured by.
+
+Every adapter runs envs in flat observation mode with the policy's tokenizer, so a label or a
+setting may not change ``observation_mode`` or ``tokenizer`` (``check_adapter_kwargs``).
+"""
+
+from __future__ import annotations
+
+import json
+import numbers
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentflow_env.rollout.spec import DEFAULT_ENV_ID, TaskSpec, TaskSpecError, env_kwargs_from_json
+
+DEFAULT_MAX_TURN_TOKENS = 1024
+"""The per-turn token cap when ``AGENTFLOW_MAX_TURN_TOKENS`` and the env kwargs name none."""
+ADAPTER_KWARGS: Mapping[str, Any] = {"observation_mode": "flat", "tokenizer": None}
+"""Env kwargs an adapter sets itself; a label or a setting may only repeat these values."""
+
+
+# -- labels ------------------------------------------------------------------------------------
+def task_prompt(seed: int, **env_kwargs: Any) -> str:
+    """A dataset prompt naming one task: a ``TaskSpec`` with no env id (the reader's default
+    env and kwargs apply beneath ``env_kwargs``) and the episode seed."""
+    return TaskSpec(env_id=None, env_kwargs=env_kwargs, seed=int(seed)).to_json()
+
+
+def read_task_spec(label: Any) -> TaskSpec:
+    """The ``TaskSpec`` a label names.
+
+    Accepts a ``TaskSpec``, its JSON string (or bytes), the parsed JSON object, or a chat
+    conversation (a list of ``{"role", "content"}`` messages) whose last message's content is one
+    of those. Raises ``TaskSpecError`` for anything else.
+    """
+    if isinstance(label, TaskSpec):
+        return label
+    if isinstance(label, list) and label and isinstance(label[-1], Mapping):
+        label = _message_text(label[-1].get("content"))
+    return TaskSpec.from_json(label)
+
+
+def _message_text(content: Any) -> Any:
+    if isinstance(content, list):  # typed content blocks
+        return "".join(
+            str(block.get("text", "")) for block in content if isinstance(block, Mapping)
+        )
+    return content
+
+
+def parse_task_prompt(label: Any) -> tuple[int, dict[str, Any]]:
+    """``(seed, env kwargs as objects)`` from a ``task_prompt`` string (or any label naming a seed)."""
+    spec = read_task_spec(label)
+    if spec.seed is None:
+        raise TaskSpecError(f"a task prompt names an episode seed, got {label!r:.120}")
+    return spec.seed, env_kwargs_from_json(spec.env_kwargs)
+
+
+def check_adapter_kwargs(
+    kwargs: Mapping[str, Any], where: str, error: type[ValueError] = ValueError
+) -> None:
+    """Raise ``error`` if ``kwargs`` change a setting the adapter sets itself (``ADAPTER_KWARGS``)."""
+    for key, needed in ADAPTER_KWARGS.items():
+        if kwargs.get(key, needed) != needed:
+            raise error(
+                f"{where} sets {key}={kwargs[key]!r:.60}, which the adapter sets itself (flat "
+                "observations; the tokenizer is the policy's: AGENTFLOW_TOKENIZER or the trainer's)"
+            )
+
+
+def positive_int(value: Any, what: str) -> int:
+    """``value`` as an integer >= 1 (digit strings too), else ``ValueError`` naming ``what``."""
+    if isinstance(value, str) and value.strip().lstrip("+").isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{what} must be an integer >= 1, got {value!r:.40}")
+    return value
+
+
+# -- which env runs which task -----------------------------------------------------------------
+@dataclass(frozen=True)
+class EpisodePlan:
+    """Which env runs which task: the env id, env kwargs beneath the label's (objects), the
+    label's own env kwargs (JSON forms unless ``label_kwargs_are_json`` is false), a key naming
+    the env, and the spec naming the task."""
+
+    env_id: str
+    base_kwargs: Mapping[str, Any]
+    label_kwargs: Mapping[str, Any]
+    label_kwargs_are_json: bool
+    env_key: str
+    spec: TaskSpec
+
+    @property
+    def env_kwargs(self) -> dict[str, Any]:
+        """The env's kwargs as objects (JSON forms of tools and modules built here)."""
+        own = self.label_kwargs
+        if self.label_kwargs_are_json:
+            own = env_kwargs_from_json(own)
+        return {**self.base_kwargs, **own}
+
+    @property
+    def task_key(self) -> str:
+        """The task-naming part of the spec (seed, task id or record) as JSON."""
+        data = {k: getattr(self.spec, k) for k in ("seed", "task_id", "record")}
+        return json.dumps(data, sort_keys=True, default=str)
+
+
+def plan_episode(
+    label: Any,
+    *,
+    env_id: str = DEFAULT_ENV_ID,
+    env_kwargs: Mapping[str, Any] | None = None,
+    default_env_kwargs: Mapping[str, Any] | None = None,
+    json_env_kwargs: Mapping[str, Any] | None = None,
+) -> EpisodePlan:
+    """The env and task one episode runs.
+
+    ``label`` is anything ``read_task_spec`` reads, or a ``(seed, env kwargs)`` pair whose
+    kwargs are objects (``AgentFlowEnv``'s own arguments); a label naming no env id runs
+    ``env_id``. Env kwargs, lowest first: ``default_env_kwargs`` (objects, only for labels that
+    name no env id), ``env_kwargs`` (objects), ``json_env_kwargs`` (JSON forms), the label's.
+    Raises ``TaskSpecError`` for a label that names no task or sets what the adapter sets.
+    """
+    is_pair = _is_seed_pair(label)
+    if is_pair:
+        spec = TaskSpec(env_id=None, seed=int(label[0]))
+        own = {**env_kwargs_from_json(json_env_kwargs or {}), **label[1]}
+    else:
+        spec = read_task_spec(label)
+        own = {**(json_env_kwargs or {}), **spec.env_kwargs}
+    base = dict(default_env_kwargs or {}) if spec.env_id is None else {}
+    base.update(env_kwargs or {})
+    check_adapter_kwargs({**base, **own}, "the label's env kwargs", TaskSpecError)
+    chosen = spec.env_id or env_id
+    env_key = json.dumps([chosen, {**base, **own}], sort_keys=True, default=str)
+    return EpisodePlan(chosen, base, own, not is_pair, env_key, spec)
+
+
+def _is_seed_pair(label: Any) -> bool:
+    return (
+        isinstance(label, tuple)
+        and len(label) == 2
+        and isinstance(label[1], Mapping)
+        and isinstance(label[0], numbers.Integral)
+        and not isinstance(label[0], bool)
+    )
+
+
+# -- settings from the environment -------------------------------------------------------------
+@dataclass(frozen=True)
+class AdapterConfig:
+    """An adapter's settings: the env id for labels that name none, JSON env kwargs beneath
+    every label's, the policy's tokenizer (a path or cached hub name; ``None``: the bundled one)
+    and the per-turn token cap, which is also every env's ``max_action_tokens``."""
+
+    env_id: str = DEFAULT_ENV_ID
+    env_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    tokenizer: str | None = None
+    max_turn_tokens: int = DEFAULT_MAX_TURN_TOKENS
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str] = os.environ) -> AdapterConfig:
+        """Read and check ``AGENTFLOW_ENV_ID``, ``AGENTFLOW_ENV_KWARGS``, ``AGENTFLOW_TOKENIZER``
+        and ``AGENTFLOW_MAX_TURN_TOKENS``. ``env_kwargs`` always holds ``max_action_tokens``
+        equal to ``max_turn_tokens``; a cap set in both variables must agree."""
+        raw = environ.get("AGENTFLOW_ENV_KWARGS", "").strip() or "{}"
+        try:
+            kwargs = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise ValueError(
+                f"AGENTFLOW_ENV_KWARGS is not JSON ({exc.msg}): {raw!r:.120}"
+            ) from None
+        if not isinstance(kwargs, dict):
+            raise ValueError(f"AGENTFLOW_ENV_KWARGS must be a JSON object, got {raw!r:.120}")
+        check_adapter_kwargs(kwargs, "AGENTFLOW_ENV_KWARGS")
+        raw_cap = environ.get("AGENTFLOW_MAX_TURN_TOKENS", "").strip()
+        cap = positive_int(raw_cap, "AGENTFLOW_MAX_TURN_TOKENS") if raw_cap else None
+        if "max_action_tokens" in kwargs:
+            env_cap = positive_int(
+                kwargs["max_action_tokens"], "max_action_tokens in AGENTFLOW_ENV_KWARGS"
+            )
+            if cap is not None and cap != env_cap:
+                raise ValueError(
+                    f"AGENTFLOW_MAX_TURN_TOKENS={cap} but AGENTFLOW_ENV_KWARGS sets "
+                    f"max_action_tokens={env_cap}: the env must cut an action exactly where the "
+                    "engine stops it, or the two token sequences part. Set one of them (or both "
+                    "to the same value)."
+                )
+            cap = env_cap
+        cap = cap or DEFAULT_MAX_TURN_TOKENS
+        return cls(
+            env_id=environ.get("AGENTFLOW_ENV_ID", "").strip() or DEFAULT_ENV_ID,
+            env_kwargs={**kwargs, "max_action_tokens": cap},
+            tokenizer=environ.get("AGENTFLOW_TOKENIZER", "").strip() or None,
+            max_turn_tokens=cap,
+        )
+
+    def plan(self, label: Any) -> EpisodePlan:
+        """The episode a label names under these settings (the label's env kwargs win; its own
+        ``max_action_tokens`` caps that episode's turns and must be an integer >= 1)."""
+        plan = plan_episode(label, env_id=self.env_id, json_env_kwargs=self.env_kwargs)
+        if "max_action_tokens" in plan.spec.env_kwargs:
+            positive_int(plan.spec.env_kwargs["max_action_tokens"], "the label's max_action_tokens")
+        return plan
+
+
+__all__ = [
+    "ADAPTER_KWARGS",
+    "DEFAULT_MAX_TURN_TOKENS",
+    "AdapterConfig",
+    "EpisodePlan",
+    "check_adapter_kwargs",
+    "parse_task_prompt",
+    "plan_episode",
+    "positive_int",
+    "read_task_spec",
+    "task_prompt",
+]
