@@ -1,0 +1,294 @@
+"""``EnvConfig``: the settings every environment variant shares (tools, frozen modules,
+reward, episode limits, observations), and building, updating and writing a config."""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, TypeVar
+
+from agentflow_env.envs.config.checks import check_modules, check_tools
+from agentflow_env.envs.config.choices import (
+    DEFAULT_TOOLS,
+    ModuleBackend,
+    ObservationMode,
+    PromptStyle,
+    RewardName,
+)
+from agentflow_env.envs.config.fields import (
+    NoJSONForm,
+    UnknownSettingError,
+    check_field,
+    equals_default,
+    json_value,
+    setting,
+    type_hints,
+)
+from agentflow_env.tasks.base import TaskSource
+from agentflow_env.tools.base import Tool
+from agentflow_env.workflow.frozen_modules import Modules
+from agentflow_env.workflow.session import (
+    DEFAULT_MAX_ACTION_TOKENS,
+    DEFAULT_MAX_PROMPT_TOKENS,
+    AnswerJudge,
+)
+
+_C = TypeVar("_C", bound="EnvConfig")
+
+
+def tools_setting(default: tuple[str, ...]) -> Any:
+    return setting(
+        default,
+        help="the executor's tools, by registry name",
+        section="tools",
+        check=check_tools,
+        json_form='a tool is a registry name or an object {"name": ..., options}',
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class EnvConfig(abc.ABC):
+    """The settings every environment variant has. A variant subclasses it with its task
+    settings and ``make_task_source``; ``env_id`` names it in messages."""
+
+    env_id: ClassVar[str] = ""
+    tasks_note: ClassVar[str] = ""
+    """Why the variant lacks another variant's task settings (in the message rejecting them)."""
+    aliases: ClassVar[Mapping[str, str]] = {}
+    """Older names of settings: alias -> field."""
+
+    # -- tools: names from the registry, Tool objects, or (JSON) {"name": ..., options} objects
+    tools: Sequence[str | Mapping[str, Any] | Tool] = tools_setting(DEFAULT_TOOLS)
+    retriever_url: str | None = setting(
+        None,
+        help="a Search-R1 /retrieve server the Search tool asks instead of a local index",
+        section="tools",
+        none_means="$AGENTFLOW_RETRIEVER_URL if set, else a local BM25 index",
+    )
+    tool_timeout_s: float = setting(
+        10.0,
+        help="seconds a tool call may run before it fails with a timeout observation",
+        section="tools",
+        minimum=0,
+    )
+    max_tool_output_chars: int = setting(
+        8000,
+        help="longer tool outputs are cut, saying how much was dropped",
+        section="tools",
+        minimum=0,
+    )
+    # -- modules: "rule", "llm", a per-role mapping (e.g. {"verifier": "llm"}, a role's value may
+    # be an endpoint {"base_url": ..., "model": ...}) or a Modules bundle
+    modules: ModuleBackend | Mapping[str, Any] | Modules = setting(
+        "rule",
+        help="frozen modules",
+        section="modules",
+        check=check_modules,
+        json_form="'rule', 'llm' or a per-role mapping of those and endpoint objects",
+    )
+    llm_endpoint: Any = setting(
+        None,
+        help="serves the 'llm' roles: an LLMEndpoint (or chat backend), or a mapping role -> one",
+        section="modules",
+        none_means="the AGENTFLOW_<ROLE>_* / AGENTFLOW_LLM_* environment variables",
+    )
+    # -- reward
+    reward: RewardName = setting("exact_match", help="episode reward", section="reward")
+    lambda_calls: float = setting(
+        0.0, help="subtracted from the final reward per tool call", section="reward", minimum=0
+    )
+    lambda_tokens: float = setting(
+        0.0, help="subtracted from the final reward per action token", section="reward", minimum=0
+    )
+    lambda_errors: float = setting(
+        0.0,
+        help="subtracted from the final reward per invalid action",
+        section="reward",
+        minimum=0,
+    )
+    judge: AnswerJudge | None = setting(
+        None,
+        help="scores the answer when reward is llm_judge",
+        section="reward",
+        none_means="an LLMJudge on AGENTFLOW_JUDGE_* / AGENTFLOW_LLM_*",
+    )
+    # -- episode
+    max_turns: int = setting(10, help="planner turns per episode", section="episode", minimum=1)
+    # -- observations: the tokenizer is a path or hub name, or (in Python) a ChatTokenizer or a
+    # Hugging Face tokenizer object
+    tokenizer: str | Any | None = setting(
+        None,
+        help="env tokenizer: a local path, or a Hugging Face hub name in the local cache",
+        section="observations",
+        none_means="the bundled byte-level BPE",
+        json_form="a tokenizer is a path or a hub name",
+    )
+    prompt_style: PromptStyle = setting(
+        "full",
+        help="planner prompt: AgentFlow-like with tool cards, or compact",
+        section="observations",
+    )
+    observation_mode: ObservationMode = setting(
+        "structured",
+        help="structured: each prompt rendered afresh from memory (AgentFlow); flat: the prompt "
+        "grows by the action ids and the feedback ids, exactly",
+        section="observations",
+    )
+    max_action_tokens: int | None = setting(
+        DEFAULT_MAX_ACTION_TOKENS,
+        help="longer actions are cut to this many tokens and flagged",
+        section="observations",
+        minimum=1,
+        none_means="no cap",
+    )
+    max_prompt_tokens: int | None = setting(
+        DEFAULT_MAX_PROMPT_TOKENS,
+        help="a longer prompt ends the episode as truncated (end_reason prompt_budget)",
+        section="observations",
+        minimum=1,
+        none_means="no cap",
+    )
+    max_total_tokens: int | None = setting(
+        None,
+        help="a longer flat sequence ends the episode as truncated (end_reason total_budget)",
+        section="observations",
+        minimum=1,
+        none_means="no cap",
+    )
+
+    def __post_init__(self) -> None:
+        hints = type_hints(type(self))
+        for item in dataclasses.fields(self):
+            value = check_field(item, hints[item.name], getattr(self, item.name))
+            object.__setattr__(self, item.name, value)
+        self.check()
+
+    def check(self) -> None:
+        """Rules between fields (each field alone is checked before); none shared ones."""
+        return
+
+    @abc.abstractmethod
+    def make_task_source(self) -> TaskSource:
+        """The variant's task source (may read files or build worlds)."""
+
+    # -- names -----------------------------------------------------------------------------------
+    @classmethod
+    def variant(cls) -> str:
+        """The env id this config is for (the class name for an unregistered one)."""
+        return cls.env_id or cls.__name__
+
+    @classmethod
+    def settings(cls) -> tuple[str, ...]:
+        """The names of the settings, in field order."""
+        return tuple(item.name for item in dataclasses.fields(cls))
+
+    @classmethod
+    def section_settings(cls, *sections: str) -> tuple[str, ...]:
+        """The names of the settings in ``sections``, in field order."""
+        return tuple(
+            item.name for item in dataclasses.fields(cls) if item.metadata["section"] in sections
+        )
+
+    @classmethod
+    def task_settings(cls) -> tuple[str, ...]:
+        """The variant's own settings (where its tasks come from), in field order."""
+        shared = set(EnvConfig.settings())
+        return tuple(name for name in cls.settings() if name not in shared)
+
+    # -- building ----------------------------------------------------------------------------------
+    @classmethod
+    def from_kwargs(cls: type[_C], **settings: Any) -> _C:
+        """The config from keyword settings: what ``gym.make(id, **settings)`` does.
+
+        A setting of another variant raises ``UnknownSettingError`` (a ``ValueError``) unless it
+        is ``None``; so does a name no variant has. Aliases (``aliases``) are accepted.
+        """
+        return cls(**cls._resolve(settings))
+
+    def updated(self: _C, **settings: Any) -> _C:
+        """A copy with ``settings`` changed, checked as ``from_kwargs`` checks them."""
+        if not settings:
+            return self
+        return dataclasses.replace(self, **type(self)._resolve(settings))
+
+    @classmethod
+    def from_dict(cls: type[_C], data: Mapping[str, Any]) -> _C:
+        """The config from its JSON form (``to_dict``, or a label's ``env_kwargs``).
+
+        Keys that are not settings are rejected with the list of valid ones; JSON forms (tool
+        objects, endpoint objects) are kept as they are and turned into objects by the env.
+        """
+        if not isinstance(data, Mapping):
+            raise ValueError(f"{cls.variant()} settings must be an object, got {data!r:.80}")
+        keys = [key for key in data if not isinstance(key, str)]
+        if keys:
+            raise UnknownSettingError(f"setting names are strings, got {keys!r:.80}")
+        return cls.from_kwargs(**data)
+
+    def to_dict(self, *, defaults: bool = True) -> dict[str, Any]:
+        """The JSON form (``json.dumps`` writes it); ``defaults=False`` leaves out the settings
+        equal to their defaults. Raises ``TypeError`` naming a setting that holds an object with
+        no JSON form."""
+        out: dict[str, Any] = {}
+        for item in dataclasses.fields(self):
+            value = getattr(self, item.name)
+            if not defaults and equals_default(value, item.default):
+                continue
+            try:
+                out[item.name] = json_value(value)
+            except NoJSONForm as error:
+                hint = item.metadata.get("json_form", "set it in Python instead")
+                raise TypeError(
+                    f"{type(self).__name__}.to_dict cannot serialise {item.name}={value!r:.80}: "
+                    f"{error} has no JSON form ({hint})"
+                ) from None
+        return out
+
+    @classmethod
+    def _resolve(cls, settings: Mapping[str, Any]) -> dict[str, Any]:
+        own = set(cls.settings())
+        elsewhere = _all_settings() - own
+        given = [name for name in settings if name not in own and name not in cls.aliases]
+        unused = [n for n in given if n in elsewhere and settings[n] is not None]
+        if unused:
+            own_tasks = ", ".join(f"{name}=" for name in cls.task_settings())
+            raise UnknownSettingError(
+                f"{cls.variant()} does not use {', '.join(f'{n}=' for n in unused)}: "
+                f"{cls.tasks_note} (settings: {own_tasks})"
+            )
+        unknown = [name for name in given if name not in elsewhere]
+        if unknown:
+            raise UnknownSettingError(
+                f"{cls.variant()} has no setting {', '.join(f'{n}=' for n in unknown)}; "
+                f"its settings are {', '.join(cls.settings())}"
+            )
+        out = {name: value for name, value in settings.items() if name in own}
+        for alias, target in cls.aliases.items():
+            value = settings.get(alias)
+            if value is None:
+                continue
+            current = out.get(target)
+            if current is not None and current != value:
+                raise ValueError(
+                    f"{alias}={value} and {target}={current} name the same "
+                    f"{target.replace('_', ' ')}: give one of them"
+                )
+            out[target] = value
+        return out
+
+
+def _variants(root: type[EnvConfig] = EnvConfig) -> list[type[EnvConfig]]:
+    found: list[type[EnvConfig]] = []
+    for sub in root.__subclasses__():
+        found += [sub, *_variants(sub)]
+    return found
+
+
+def _all_settings() -> set[str]:
+    """The settings of every variant (a name none has is unknown, not merely unused)."""
+    names = set(EnvConfig.settings())
+    for cls in _variants():
+        names.update(cls.settings())
+    return names
