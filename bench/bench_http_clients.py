@@ -25,15 +25,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import subprocess
-import sys
 import time
 from collections.abc import Awaitable, Callable, Coroutine
 from importlib.metadata import version
-from pathlib import Path
 from typing import Any
 
-SERVER = Path(__file__).resolve().parent.parent / "tests" / "fake_openai_server.py"
+from fake_server import start_fake_server
+
 BODY = json.dumps(
     {
         "model": "fake",
@@ -45,21 +43,6 @@ BODY = json.dumps(
 HEADERS = {"Content-Type": "application/json"}
 
 Post = Callable[[int], Awaitable[None]]
-
-
-def start_server(delay_s: float) -> tuple[subprocess.Popen[str], int]:
-    process = subprocess.Popen(
-        [sys.executable, str(SERVER), "--delay", str(delay_s)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert process.stdout is not None
-    line = process.stdout.readline()
-    if not line.startswith("PORT "):
-        process.kill()
-        raise RuntimeError(f"the fake server did not start: {line!r}")
-    return process, int(line.split()[1])
 
 
 def _check(reply: dict[str, Any]) -> None:
@@ -126,7 +109,7 @@ def main(argv: list[str] | None = None) -> list[tuple[str, float, float]]:
     parser.add_argument("--repeats", type=int, default=3, help="runs per client (median shown)")
     args = parser.parse_args(argv)
 
-    process, port = start_server(args.delay)
+    process, port = start_fake_server("--delay", str(args.delay))
     url = f"http://127.0.0.1:{port}/v1/chat/completions"
     per_pool = max(1, args.callers // args.pools)
     setups: list[tuple[str, Callable[[], Coroutine[Any, Any, tuple[float, float]]]]] = [

@@ -20,13 +20,11 @@ import argparse
 import asyncio
 import gc
 import resource
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
+from fake_server import start_fake_server
 
 import agentflow_env  # noqa: F401 - registers the environments
 from agentflow_env.envs.env import AgentFlowEnv
@@ -35,23 +33,6 @@ from agentflow_env.modules import build_modules
 from agentflow_env.tasks.base import Task
 from agentflow_env.workflow.actions import format_planner_action
 from agentflow_env.workflow.session import Session
-
-SERVER = Path(__file__).resolve().parent.parent / "tests" / "fake_openai_server.py"
-
-
-def start_server(delay_s: float, stop_after: int) -> tuple[subprocess.Popen[str], int]:
-    process = subprocess.Popen(
-        [sys.executable, str(SERVER), "--delay", str(delay_s), "--stop-after", str(stop_after)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert process.stdout is not None
-    line = process.stdout.readline()
-    if not line.startswith("PORT "):
-        process.kill()
-        raise RuntimeError(f"the fake server did not start: {line!r}")
-    return process, int(line.split()[1])
 
 
 async def play(session: Session) -> float:
@@ -91,7 +72,7 @@ def main(argv: list[str] | None = None) -> float:
     parser.add_argument("--hops", type=int, default=2, help="search steps per episode")
     args = parser.parse_args(argv)
 
-    process, port = start_server(args.delay, stop_after=args.hops)
+    process, port = start_fake_server("--delay", str(args.delay), "--stop-after", str(args.hops))
     try:
         endpoint = LLMEndpoint(
             f"http://127.0.0.1:{port}/v1", "fake", timeout_s=10.0, max_concurrency=args.episodes
