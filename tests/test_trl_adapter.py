@@ -30,6 +30,21 @@ GENERATIONS = 4
 rollout = load_adapter("adapters/trl/rollout.py", "agentflow_trl_rollout")
 
 
+def cpu_grpo_config(output_dir: Any, **settings: Any) -> GRPOConfig:
+    """A GRPO config for these tests: CPU, no checkpoints, no reports, a log line per step, the
+    dataset in order; ``settings`` add the rest."""
+    return GRPOConfig(
+        output_dir=str(output_dir),
+        logging_steps=1,
+        save_strategy="no",
+        report_to=[],
+        use_cpu=True,
+        gradient_checkpointing=False,
+        shuffle_dataset=False,
+        **settings,
+    )
+
+
 def tiny_model(tokenizer: Any) -> LlamaForCausalLM:
     torch.manual_seed(0)
     config = LlamaConfig(
@@ -91,8 +106,8 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     trainer = GRPOTrainer(
         model=model,
         reward_funcs=rollout.env_reward,
-        args=GRPOConfig(
-            output_dir=str(tmp_path_factory.mktemp("grpo")),
+        args=cpu_grpo_config(
+            tmp_path_factory.mktemp("grpo"),
             per_device_train_batch_size=2 * GENERATIONS,
             num_generations=GENERATIONS,
             max_steps=2,
@@ -100,12 +115,6 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             beta=0.0,
             temperature=0.7,
             loss_type="grpo",
-            logging_steps=1,
-            save_strategy="no",
-            report_to=[],
-            use_cpu=True,
-            gradient_checkpointing=False,
-            shuffle_dataset=False,
         ),
         train_dataset=dataset,
         processing_class=tokenizer,

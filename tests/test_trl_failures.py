@@ -23,8 +23,8 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("trl")
 
 from datasets import Dataset  # noqa: E402
-from test_trl_adapter import rollout, tiny_model  # noqa: E402
-from trl import GRPOConfig, GRPOTrainer  # noqa: E402
+from test_trl_adapter import cpu_grpo_config, rollout, tiny_model  # noqa: E402
+from trl import GRPOTrainer  # noqa: E402
 
 from agentflow_env.base.tokens import load_default_tokenizer, to_hf_tokenizer  # noqa: E402
 from agentflow_env.envs.env import AgentFlowEnv  # noqa: E402
@@ -54,20 +54,14 @@ def make_trainer(tokenizer: Any, out: Any, prompts: list[Any], generations: int,
     trainer = GRPOTrainer(
         model=tiny_model(tokenizer),
         reward_funcs=rollout.env_reward,
-        args=GRPOConfig(
-            output_dir=str(out),
+        args=cpu_grpo_config(
+            out,
             per_device_train_batch_size=len(prompts) * generations,
             num_generations=generations,
             max_steps=1,
             learning_rate=1e-4,
             beta=0.0,
             loss_type="grpo",  # what the examples train with
-            logging_steps=1,
-            save_strategy="no",
-            report_to=[],
-            use_cpu=True,
-            gradient_checkpointing=False,
-            shuffle_dataset=False,
             **config,
         ),
         train_dataset=Dataset.from_dict({"prompt": prompts}),

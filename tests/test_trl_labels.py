@@ -20,8 +20,8 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("trl")
 
 from datasets import Dataset  # noqa: E402
-from test_trl_adapter import rollout, tiny_model  # noqa: E402
-from trl import GRPOConfig, GRPOTrainer  # noqa: E402
+from test_trl_adapter import cpu_grpo_config, rollout, tiny_model  # noqa: E402
+from trl import GRPOTrainer  # noqa: E402
 
 from agentflow_env.base.tokens import load_default_tokenizer, to_hf_tokenizer  # noqa: E402
 from agentflow_env.rollout.spec import TaskSpec, TaskSpecError, synthetic_specs  # noqa: E402
@@ -41,15 +41,11 @@ def trainer(tokenizer: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
     return GRPOTrainer(
         model=tiny_model(tokenizer),
         reward_funcs=rollout.env_reward,
-        args=GRPOConfig(
-            output_dir=str(tmp_path_factory.mktemp("grpo-labels")),
+        args=cpu_grpo_config(
+            tmp_path_factory.mktemp("grpo-labels"),
             per_device_train_batch_size=2,
             num_generations=2,
             max_steps=1,
-            report_to=[],
-            use_cpu=True,
-            save_strategy="no",
-            gradient_checkpointing=False,
         ),
         train_dataset=Dataset.from_dict({"prompt": [rollout.task_prompt(0)] * 2}),
         processing_class=tokenizer,

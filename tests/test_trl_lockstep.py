@@ -251,8 +251,8 @@ def trainer_worker(rank: int, port: int, out: Path) -> None:
     )
     import torch.distributed as dist
     from datasets import Dataset
-    from test_trl_adapter import tiny_model
-    from trl import GRPOConfig, GRPOTrainer
+    from test_trl_adapter import cpu_grpo_config, tiny_model
+    from trl import GRPOTrainer
 
     from agentflow_env.base.tokens import load_default_tokenizer, to_hf_tokenizer
 
@@ -287,19 +287,13 @@ def trainer_worker(rank: int, port: int, out: Path) -> None:
     trainer = GRPOTrainer(
         model=tiny_model(tokenizer),
         reward_funcs=rollout.env_reward,
-        args=GRPOConfig(
-            output_dir=str(out / f"grpo{rank}"),
+        args=cpu_grpo_config(
+            out / f"grpo{rank}",
             per_device_train_batch_size=4,
             num_generations=4,
             max_steps=1,
             learning_rate=1e-4,
             beta=0.0,
-            logging_steps=1,
-            save_strategy="no",
-            report_to=[],
-            use_cpu=True,
-            gradient_checkpointing=False,
-            shuffle_dataset=False,
             ddp_timeout=COLLECTIVE_TIMEOUT_S,
         ),
         train_dataset=Dataset.from_dict({"prompt": [rollout.task_prompt(s) for s in range(8)]}),
