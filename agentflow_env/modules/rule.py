@@ -46,7 +46,10 @@ class RuleTaskView:
     sub_questions: tuple[str, ...]
     constraints: tuple[str, ...]
     solver: AnswerSolver
-    retrieval_oracle: bool = False
+
+    @property
+    def retrieval_oracle(self) -> bool:
+        return isinstance(self.solver, EvidenceAnswerSolver)
 
 
 def rule_view(task: Task) -> RuleTaskView:
@@ -55,16 +58,11 @@ def rule_view(task: Task) -> RuleTaskView:
     Reads ``task.gold_answers`` only when the task has no solver (the retrieval oracle, see the
     module docstring); never reads ``task.checker``, ``task.gold_plan`` or ``task.metadata``.
     """
-    if task.solver is not None:
-        solver, oracle = task.solver, False
-    else:
-        solver, oracle = EvidenceAnswerSolver(task.gold_answers), True
     return RuleTaskView(
         question=task.question,
         sub_questions=tuple(task.sub_questions),
         constraints=tuple(task.constraints),
-        solver=solver,
-        retrieval_oracle=oracle,
+        solver=task.solver if task.solver is not None else EvidenceAnswerSolver(task.gold_answers),
     )
 
 
