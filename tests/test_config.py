@@ -17,6 +17,7 @@ import pytest
 
 import agentflow_env  # noqa: F401  (registers the environments)
 from agentflow_env import cli
+from agentflow_env.cli.planners import make_env
 from agentflow_env.envs.code import UNUSED_SETTINGS, make_code_env
 from agentflow_env.envs.config import (
     SECTIONS,
@@ -436,7 +437,7 @@ def test_run_options_reach_the_env(monkeypatch) -> None:
             *("--lambda-calls", "0.25", "--max-action-tokens", "none", "--prompt-style", "compact"),
         ]
     )
-    env = cli._make_env(args)
+    env = make_env(args)
     try:
         assert env.unwrapped.config == CodeEnvConfig(
             kinds=("compute", "make24"),

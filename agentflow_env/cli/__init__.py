@@ -1,0 +1,30 @@
+"""The ``agentflow-env`` command: one module per subcommand, ``main`` here."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+from agentflow_env.cli.common import Parser, UsageError
+from agentflow_env.cli.retrieval import add_retrieval_commands
+from agentflow_env.cli.run import add_run_command
+
+__all__ = ["UsageError", "build_parser", "main"]
+
+
+def build_parser() -> Parser:
+    parser = Parser(prog="agentflow-env", description="AgentFlow as a Gymnasium environment.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    add_run_command(commands)
+    add_retrieval_commands(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.handler(args) or 0)
+    except UsageError as error:
+        message = " ".join(str(error).split())  # one line, whatever the cause's text holds
+        print(f"agentflow-env {args.command}: error: {message}", file=sys.stderr)
+        return 2

@@ -1,0 +1,3 @@
+from agentflow_env.cli import main
+
+raise SystemExit(main())

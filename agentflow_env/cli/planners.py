@@ -1,0 +1,156 @@
+"""Building what ``run`` and ``eval`` drive: the env from its options, and the planner."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import socket
+import urllib.parse
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+
+from agentflow_env.cli.common import UsageError
+from agentflow_env.envs.config import settings_from_args
+from agentflow_env.envs.registration import ENV_ENTRY_POINTS
+from agentflow_env.llm import LLMEndpoint, LLMError, require_aiohttp
+from agentflow_env.rollout.llm_planners import HFPlanner, OpenAIPlanner
+from agentflow_env.rollout.planners import ExpertPlanner, RandomPlanner
+
+PLANNERS = "expert | random | openai | hf:PATH"
+
+RUN_DEFAULTS: dict[str, Any] = {"split": "test"}
+"""Where ``run`` and ``eval`` depart from the envs' defaults: they evaluate on held-out questions
+(a ``--dataset`` brings its own split)."""
+SHOWN_DEFAULTS = {"tokenizer": "bundled, or hf:PATH's"}
+
+
+def _agentflow_env_ids() -> list[str]:
+    return sorted(ENV_ENTRY_POINTS)
+
+
+def make_env(args: argparse.Namespace, overrides: dict[str, Any] | None = None) -> gym.Env:
+    env_id = name = args.env
+    if ":" in env_id:  # "module:EnvId", as gym.make accepts it
+        module, name = env_id.split(":", 1)
+        try:
+            importlib.import_module(module)
+        except ImportError as error:
+            raise UsageError(f"--env {env_id}: cannot import {module!r} ({error})") from error
+    try:
+        gym.spec(name)
+    except gym.error.Error as error:
+        raise UsageError(
+            f"unknown --env {env_id!r}: choose one of {', '.join(_agentflow_env_ids())}"
+        ) from error
+    kwargs = settings_from_args(args, args.env_settings)  # only the settings given
+    kwargs.update(overrides or {})
+    if "dataset" not in kwargs:
+        kwargs = {**RUN_DEFAULTS, **kwargs}
+    tokenizer = kwargs.get("tokenizer") or planner_tokenizer(args.planner)
+    if tokenizer is not None:
+        kwargs["tokenizer"] = tokenizer
+    try:
+        return gym.make(env_id, **kwargs)
+    except (ValueError, OSError, KeyError) as error:  # the envs check their settings with
+        # ValueError; OSError: a file they name (e.g. --tokenizer) cannot be read; KeyError: an
+        # unknown tool name
+        message = str(error.args[0]) if isinstance(error, KeyError) and error.args else str(error)
+        prefix = "" if env_id in message else f"invalid settings for {env_id}: "
+        raise UsageError(prefix + message) from error
+
+
+def planner_endpoint(args: argparse.Namespace) -> Any:
+    """The served planner's endpoint, checked: configured and reachable."""
+    try:
+        require_aiohttp()
+    except ImportError as error:
+        raise UsageError(f"--planner openai: {error}") from error
+
+    def configured(flag: str, variable: str) -> bool:
+        return bool(
+            getattr(args, flag)
+            or os.environ.get(f"AGENTFLOW_PLANNER_{variable}")
+            or os.environ.get(f"AGENTFLOW_LLM_{variable}")
+        )
+
+    missing = [
+        (flag, variable)
+        for flag, variable in (("model", "MODEL"), ("base_url", "BASE_URL"))
+        if not configured(flag, variable)
+    ]
+    if missing:
+        flags = " and ".join(f"--{flag.replace('_', '-')}" for flag, _ in missing)
+        variables = " and ".join(f"AGENTFLOW_LLM_{variable}" for _, variable in missing)
+        raise UsageError(f"--planner openai needs {flags} (or set {variables})")
+    overrides = {"base_url": args.base_url, "model": args.model, "api_key": args.api_key}
+    try:
+        endpoint = LLMEndpoint.from_env(
+            "planner", **{k: v for k, v in overrides.items() if v is not None}
+        )
+    except ValueError as error:
+        raise UsageError(f"--planner openai: {error}") from error
+    where = "--base-url" if args.base_url else "AGENTFLOW_PLANNER_BASE_URL / AGENTFLOW_LLM_BASE_URL"
+    _check_reachable(endpoint.base_url, where)
+    return endpoint
+
+
+def _check_reachable(url: str, where: str = "--base-url") -> None:
+    """Fail fast, with the reason, when nothing accepts connections at ``url`` (from ``where``)."""
+    parts = urllib.parse.urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:
+        port = -1
+    if parts.scheme not in ("http", "https") or not parts.hostname or port == -1:
+        raise UsageError(
+            f"{where} {url!r} is not an http(s) URL: give one like http://127.0.0.1:8000/v1"
+        )
+    port = port or (443 if parts.scheme == "https" else 80)
+    try:
+        with socket.create_connection((parts.hostname, port), timeout=5.0):
+            pass
+    except OSError as error:
+        reason = error.strerror or str(error) or type(error).__name__
+        raise UsageError(
+            f"cannot reach the planner endpoint {url} ({reason}): start the server there or "
+            f"fix {where}"
+        ) from error
+
+
+def local_planner(args: argparse.Namespace) -> Any:
+    path = args.planner[3:]
+    if not path:
+        raise UsageError("--planner hf:PATH needs a model directory (or cached hub id) after hf:")
+    try:
+        return HFPlanner(path, do_sample=args.sample, seed=args.seed, device=args.device)
+    except (ImportError, OSError) as error:
+        raise UsageError(f"--planner {args.planner}: {error}") from error
+
+
+def env_planner(args: argparse.Namespace, env: gym.Env, endpoint: Any) -> Any:
+    if endpoint is not None:
+        return OpenAIPlanner(endpoint, env, temperature=args.temperature)
+    if args.planner == "random":
+        return RandomPlanner(env, seed=args.seed)
+    return ExpertPlanner(env)
+
+
+def planner_errors(planner: str) -> tuple[type[BaseException], ...]:
+    """What a planner raises when its model cannot answer (a setup problem, not a bug)."""
+    if planner != "openai":
+        return ()
+    return (LLMError,)
+
+
+def planner_tokenizer(planner: str) -> str | None:
+    """A local model's own tokenizer, when its directory has one (its ids must match the env's)."""
+    if not planner.startswith("hf:"):
+        return None
+    path = Path(planner[3:])
+    has_tokenizer = (path / "tokenizer.json").is_file() or (
+        path / "tokenizer_config.json"
+    ).is_file()
+    return str(path) if has_tokenizer else None

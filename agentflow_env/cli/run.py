@@ -1,0 +1,143 @@
+"""``agentflow-env run``: planner episodes one after another, with their turns printed."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from tqdm import tqdm
+
+from agentflow_env.base.jsonl import jsonl_line
+from agentflow_env.cli.common import UsageError, check_out_path, clip, positive_int
+from agentflow_env.cli.planners import (
+    PLANNERS,
+    RUN_DEFAULTS,
+    SHOWN_DEFAULTS,
+    env_planner,
+    local_planner,
+    make_env,
+    planner_endpoint,
+    planner_errors,
+)
+from agentflow_env.envs.config import add_config_arguments
+from agentflow_env.envs.registration import ENV_CONFIGS
+from agentflow_env.envs.render import render_turn
+from agentflow_env.rollout.episodes import EpisodeRecord, run_episode, summarize
+
+
+def add_run_command(commands: Any) -> None:
+    run = commands.add_parser(
+        "run", help="run planner episodes and print a summary", description="Run planner episodes."
+    )
+    run.add_argument("--env", default="AgentFlow-Search-v0", help="registered environment id")
+    run.add_argument("--planner", default="expert", help=PLANNERS)
+    run.add_argument("--episodes", type=positive_int, default=3, help="episodes to run")
+    run.add_argument("--seed", type=int, default=0, help="episode i is reset with seed + i")
+    # One option per setting of the registered envs' configs (``agentflow_env.envs.config``).
+    env_settings = add_config_arguments(
+        run,
+        ENV_CONFIGS,
+        shown_defaults={**{k: str(v) for k, v in RUN_DEFAULTS.items()}, **SHOWN_DEFAULTS},
+    )
+    served = run.add_argument_group("served planner (--planner openai)")
+    served.add_argument(
+        "--base-url",
+        default=None,
+        help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1 "
+        "(default: $AGENTFLOW_PLANNER_BASE_URL or $AGENTFLOW_LLM_BASE_URL)",
+    )
+    served.add_argument(
+        "--model",
+        default=None,
+        help="served model name (default: $AGENTFLOW_PLANNER_MODEL or $AGENTFLOW_LLM_MODEL)",
+    )
+    served.add_argument(
+        "--api-key",
+        default=None,
+        help="bearer token (default: $AGENTFLOW_PLANNER_API_KEY or $AGENTFLOW_LLM_API_KEY)",
+    )
+    served.add_argument(
+        "--temperature", type=float, default=None, help="sampling temperature (default: 0)"
+    )
+    local = run.add_argument_group("local planner (--planner hf:PATH)")
+    local.add_argument("--sample", action="store_true", help="sample instead of greedy decoding")
+    local.add_argument("--device", default=None, help="cpu, cuda, ... (default: cuda if available)")
+    run.add_argument("--out", default=None, help="write one JSON line per episode to this file")
+    verbosity = run.add_mutually_exclusive_group()
+    verbosity.add_argument("--verbose", action="store_true", help="print every turn")
+    verbosity.add_argument(
+        "--quiet",
+        action="store_true",
+        help="print only the summary (default: turns of <= 5 episodes, else a progress bar)",
+    )
+    run.set_defaults(handler=_run_command, env_settings=env_settings)
+
+
+def _run_command(args: argparse.Namespace) -> int:
+    # The env ids are registered by ``agentflow_env/__init__.py``, run before this module.
+    check_out_path(args.out)
+    endpoint = planner_endpoint(args) if args.planner == "openai" else None
+    early_planner = local_planner(args) if args.planner.startswith("hf:") else None
+    if endpoint is None and early_planner is None and args.planner not in ("expert", "random"):
+        raise UsageError(
+            f"unknown --planner {args.planner!r}: choose expert, random, openai or hf:PATH "
+            "(a local model directory)"
+        )
+    env = make_env(args)
+    planner = early_planner or env_planner(args, env, endpoint)
+    endpoint_errors = planner_errors(args.planner)
+    show_turns = args.verbose or (not args.quiet and args.episodes <= 5)
+    records: list[EpisodeRecord] = []
+    try:
+        out = open(args.out, "w", encoding="utf-8") if args.out else None  # noqa: SIM115
+    except OSError as error:
+        env.close()
+        raise UsageError(f"--out {args.out}: cannot write it ({error.strerror})") from error
+    try:
+        bar = tqdm(
+            range(args.episodes),
+            desc=f"{args.planner} planner",
+            disable=show_turns or args.quiet,
+            file=sys.stderr,
+        )
+        for index in bar:
+            try:
+                record = run_episode(env, planner, seed=args.seed + index)
+            except endpoint_errors as error:
+                raise UsageError(f"the planner's endpoint failed: {clip(str(error))}") from error
+            records.append(record)
+            if show_turns:
+                _print_episode(record)
+            if out is not None:
+                out.write(jsonl_line(record.as_dict()))
+            bar.set_postfix(success=f"{sum(r.success for r in records) / len(records):.0%}")
+    finally:
+        if out is not None:
+            out.close()
+        close_planner = getattr(planner, "close", None)
+        if callable(close_planner):
+            close_planner()
+        env.close()
+    summary = summarize(records)
+    print(
+        f"Summary ({args.planner} planner, {summary['episodes']} episodes): "
+        f"success rate {summary['success_rate']:.1%}, mean turns {summary['mean_turns']:.2f}, "
+        f"tool calls {summary['tool_calls']}, invalid calls {summary['invalid_calls']}"
+    )
+    failed = summary["module_error_episodes"]
+    if failed:
+        first = clip(" ".join(str(summary["first_module_error"]).split()))
+        if failed == summary["episodes"]:
+            print(f"all {failed} episodes ended on a module error: {first}")
+            return 1
+        print(f"{failed} of {summary['episodes']} episodes ended on a module error; first: {first}")
+    return 0
+
+
+def _print_episode(record: EpisodeRecord) -> None:
+    print(f"\n=== {record.task_id}: {record.question}")
+    for entry in record.memory_entries():
+        print(render_turn(entry))
+    mark = "SUCCESS" if record.success else "FAILURE"
+    print(f"Answer: {record.answer!r}  gold: {list(record.gold_answers)}  [{mark}]")
