@@ -103,6 +103,12 @@ class Tool(abc.ABC):
     def name(self) -> str:
         return self.card.name
 
+    @property
+    def original_name(self) -> str:
+        """The tool's own name, even when an evaluation variant shows it under another one
+        (``agentflow_env.tools.variants``); evidence readers and diagnostics match on it."""
+        return self.name
+
     def validate(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
         """Check ``arguments`` against the card's schema; return a clean copy or raise."""
         if not isinstance(arguments, Mapping):

@@ -14,20 +14,57 @@ from agentflow_env.modules import ROLES
 from agentflow_env.tools.base import Tool
 from agentflow_env.tools.registry import canonical_tool_name, make_tool
 from agentflow_env.tools.search import RETRIEVER_URL_ENV_VAR, SearchTool
+from agentflow_env.tools.variants import (
+    VariantOptions,
+    split_variant_options,
+    with_variant,
+)
 from agentflow_env.workflow.frozen_modules import Modules
 
 
 def check_tools(tools: Any) -> None:
     """``tools`` is a list whose entries are tool names, ``Tool`` objects or JSON objects
-    ``{"name": ..., options}`` (the options go to the tool's factory)."""
+    ``{"name": ..., options}``: the variant options (``rename``, ``description``,
+    ``failure_rate``, ``max_output_chars``, ``latency_s``; ``agentflow_env.tools.variants``) are
+    checked here, the others go to the tool's factory. Two entries whose names (after renames)
+    the planner could not tell apart are refused."""
     if isinstance(tools, str | bytes) or not isinstance(tools, Sequence):
         raise ValueError(f"tools must be a list of tools, got {tools!r:.80}")
+    seen: dict[str, str] = {}
     for entry in tools:
-        if isinstance(entry, str | Tool):
-            continue
-        if isinstance(entry, Mapping) and isinstance(entry.get("name"), str):
-            continue
-        raise ValueError(f"a tool is a name, a Tool or an object with a 'name', got {entry!r:.80}")
+        label = _tool_label(entry)
+        key = canonical_tool_name(_planner_name(entry))
+        if key in seen:
+            raise ValueError(
+                f"tools {seen[key]} and {label} have the same name for the planner: "
+                "leave one out or rename one"
+            )
+        seen[key] = label
+
+
+def _tool_label(entry: Any) -> str:
+    """How an entry is named in messages (its options checked on the way)."""
+    if isinstance(entry, str):
+        return repr(entry)
+    if isinstance(entry, Tool):
+        return repr(entry.name)
+    if isinstance(entry, Mapping) and isinstance(entry.get("name"), str):
+        try:
+            _, variant = split_variant_options(entry)
+        except ValueError as error:
+            raise ValueError(f"tool {entry['name']!r}: {error}") from None
+        if variant.rename is None:
+            return repr(entry["name"])
+        return f"{variant.rename!r} (renamed {entry['name']!r})"
+    raise ValueError(f"a tool is a name, a Tool or an object with a 'name', got {entry!r:.80}")
+
+
+def _planner_name(entry: str | Tool | Mapping[str, Any]) -> str:
+    if isinstance(entry, str):
+        return entry
+    if isinstance(entry, Tool):
+        return entry.name
+    return str(entry.get("rename") or entry["name"])
 
 
 def check_modules(modules: Any) -> None:
@@ -79,19 +116,26 @@ def modules_spec(modules: Any) -> Any:
 def build_tool(entry: str | Mapping[str, Any] | Tool, retriever_url: str | None = None) -> Tool:
     """A ``Tool`` from a registry name, a JSON object ``{"name": ..., options}`` or a ``Tool``.
 
-    ``retriever_url`` goes to a Search tool that names no retriever itself.
+    The object's variant options (``agentflow_env.tools.variants.VARIANT_OPTIONS``) wrap the
+    built tool in a ``ToolVariant``; the other options go to the factory. ``retriever_url`` goes
+    to a Search tool that names no retriever itself.
     """
     if isinstance(entry, Tool):
         return entry
+    options: dict[str, Any] = {}
+    variant: VariantOptions | None = None
     if isinstance(entry, str):
-        name, options = entry, {}
+        name = entry
     else:
         check_tools([entry])
         name = entry["name"]
-        options = {key: value for key, value in entry.items() if key != "name"}
+        options, variant = split_variant_options(
+            {key: value for key, value in entry.items() if key != "name"}
+        )
     if retriever_url is not None and canonical_tool_name(name) == "search":
         options.setdefault("retriever_url", retriever_url)
-    return make_tool(name, **options)
+    tool = make_tool(name, **options)
+    return tool if variant is None else with_variant(tool, variant)
 
 
 def check_dataset_corpus(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import math
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -108,7 +109,18 @@ def _float_parser(minimum: float | None) -> Callable[[str], float]:
 
 
 def _list_parser(parse: Callable[[str], Any]) -> Callable[[str], tuple[Any, ...]]:
+    """``a,b,c``, or a JSON list (``[...]``) whose objects pass through whole (e.g. a tool's
+    options: ``[{"name": "Search", "rename": "Lookup"}]``)."""
+
     def parse_list(text: str) -> tuple[Any, ...]:
+        if text.lstrip().startswith("["):
+            try:
+                items = json.loads(text)
+            except json.JSONDecodeError as error:
+                raise argparse.ArgumentTypeError(f"not a JSON list ({error.msg})") from None
+            if not isinstance(items, list):
+                raise argparse.ArgumentTypeError("not a JSON list")
+            return tuple(parse(i) if isinstance(i, str) else i for i in items)
         return tuple(parse(part.strip()) for part in text.split(",") if part.strip())
 
     return parse_list
