@@ -11,7 +11,8 @@ The package is layered; each layer imports only from the layers below it
 5. ``modules``: the frozen modules' ``rule`` and ``llm`` backends.
 6. ``envs``: the Gymnasium facade ``AgentFlowEnv``, its variants and their registration.
 7. ``rollout``: episodes, demonstrations, planners, ``TaskSpec`` labels.
-8. this package's public API (below) and the ``agentflow-env`` command (``cli``).
+8. ``evaluation``: metrics over episodes, ``eval`` and ablations, the pre-flight check, the viewer.
+9. this package's public API (below) and the ``agentflow-env`` command (``cli``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ from agentflow_env.base.tokens import BundledTokenizer, ChatTokenizer, load_defa
 from agentflow_env.envs.config import CodeEnvConfig, EnvConfig, SearchEnvConfig
 from agentflow_env.envs.env import AgentFlowEnv
 from agentflow_env.envs.registration import ENV_ENTRY_POINTS, register_envs  # noqa: F401
+from agentflow_env.evaluation.metrics import summarize_diagnostics
+from agentflow_env.evaluation.preflight import run_preflight
+from agentflow_env.evaluation.runner import evaluate
 from agentflow_env.rollout.planners import ExpertPlanner, RandomPlanner
 from agentflow_env.rollout.spec import TaskSpec
 from agentflow_env.tasks.base import PlanStep, Task, TaskSource
@@ -29,6 +33,7 @@ from agentflow_env.workflow.memory import Memory, MemoryEntry, QueryAnalysis, Ve
 from agentflow_env.workflow.outcome import EndReason, EpisodeOutcome
 from agentflow_env.workflow.session import Session, SessionConfig
 from agentflow_env.workflow.trajectory import Trajectory, TurnRecord, flow_grpo_advantages
+from agentflow_env.workflow.turn_log import TurnLog, read_turn_log
 
 __version__ = "0.1.0"
 
@@ -60,11 +65,16 @@ __all__ = [
     "ToolContext",
     "ToolResult",
     "Trajectory",
+    "TurnLog",
     "TurnRecord",
     "VerificationStatus",
+    "evaluate",
     "flow_grpo_advantages",
     "load_default_tokenizer",
+    "read_turn_log",
     "register_envs",
     "register_tool",
     "resolve_tokenizer",
+    "run_preflight",
+    "summarize_diagnostics",
 ]

@@ -38,8 +38,9 @@ LAYERS: dict[str, int] = {
     "modules": 5,
     "envs": 6,
     "rollout": 7,
-    "cli": 8,
-    "": 8,
+    "evaluation": 8,
+    "cli": 9,
+    "": 9,
 }
 LAYER_NAMES = {
     1: "base: leaf utilities",
@@ -49,7 +50,8 @@ LAYER_NAMES = {
     5: "modules: frozen-module backends",
     6: "envs: Gymnasium facade, registration",
     7: "rollout: trainer-neutral driving",
-    8: "top: public API, cli",
+    8: "evaluation: metrics over many episodes, eval, ablations, checks, viewer",
+    9: "top: public API, cli",
 }
 # Same-layer imports that are allowed (importer package, imported package).
 SIDEWAYS: set[tuple[str, str]] = {("tools", "retrieval"), ("tasks", "retrieval")}
@@ -60,6 +62,7 @@ OPTIONAL_LOCAL = {
     "aiohttp",
     "e2b",
     "e2b_code_interpreter",
+    "matplotlib",
     "pyarrow",
     "pyseccomp",
     "torch",

@@ -4,6 +4,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Headless Chromium for the trajectory viewer's browser tests (tests/test_viewer.py); run as root
+# on CI's fresh Debian machine. matplotlib, which the viewer plots with, comes with the trl extra.
+if [ ! -x /usr/bin/chromium ]; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+fi
+
 # The CPU build of torch first: anything that asks for a bare torch would otherwise pull CUDA.
 python -m pip install --quiet "torch==2.13.0"
 python -m pip install --quiet -e ".[dev,trl,llm,e2b,data]"

@@ -36,6 +36,7 @@ END_KEYS = {
     "success",
     "score",
     "end_reason",
+    "diagnostics",
     "reward",
     "module_errors",
     "metrics",

@@ -5,9 +5,12 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
+from agentflow_env.cli.check import add_check_command
 from agentflow_env.cli.common import Parser, UsageError
+from agentflow_env.cli.evaluate import add_eval_commands
 from agentflow_env.cli.retrieval import add_retrieval_commands
 from agentflow_env.cli.run import add_run_command
+from agentflow_env.cli.view import add_view_command
 
 __all__ = ["UsageError", "build_parser", "main"]
 
@@ -16,7 +19,10 @@ def build_parser() -> Parser:
     parser = Parser(prog="agentflow-env", description="AgentFlow as a Gymnasium environment.")
     commands = parser.add_subparsers(dest="command", required=True)
     add_run_command(commands)
+    add_eval_commands(commands)
     add_retrieval_commands(commands)
+    add_check_command(commands)
+    add_view_command(commands)
     return parser
 
 

@@ -13,8 +13,8 @@ from typing import Any
 import gymnasium as gym
 
 from agentflow_env.cli.common import UsageError
-from agentflow_env.envs.config import settings_from_args
-from agentflow_env.envs.registration import ENV_ENTRY_POINTS
+from agentflow_env.envs.config import add_config_arguments, settings_from_args
+from agentflow_env.envs.registration import ENV_CONFIGS, ENV_ENTRY_POINTS
 from agentflow_env.llm import LLMEndpoint, LLMError, require_aiohttp
 from agentflow_env.rollout.llm_planners import HFPlanner, OpenAIPlanner
 from agentflow_env.rollout.planners import ExpertPlanner, RandomPlanner
@@ -25,6 +25,43 @@ RUN_DEFAULTS: dict[str, Any] = {"split": "test"}
 """Where ``run`` and ``eval`` depart from the envs' defaults: they evaluate on held-out questions
 (a ``--dataset`` brings its own split)."""
 SHOWN_DEFAULTS = {"tokenizer": "bundled, or hf:PATH's"}
+
+
+def add_env_and_planner_arguments(parser: argparse.ArgumentParser) -> tuple[str, ...]:
+    """``--env``, ``--planner``, one option per env setting and the planners' own options;
+    returns the env settings' options (for ``settings_from_args``)."""
+    parser.add_argument("--env", default="AgentFlow-Search-v0", help="registered environment id")
+    parser.add_argument("--planner", default="expert", help=PLANNERS)
+    # One option per setting of the registered envs' configs (``agentflow_env.envs.config``).
+    env_settings = add_config_arguments(
+        parser,
+        ENV_CONFIGS,
+        shown_defaults={**{k: str(v) for k, v in RUN_DEFAULTS.items()}, **SHOWN_DEFAULTS},
+    )
+    served = parser.add_argument_group("served planner (--planner openai)")
+    served.add_argument(
+        "--base-url",
+        default=None,
+        help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1 "
+        "(default: $AGENTFLOW_PLANNER_BASE_URL or $AGENTFLOW_LLM_BASE_URL)",
+    )
+    served.add_argument(
+        "--model",
+        default=None,
+        help="served model name (default: $AGENTFLOW_PLANNER_MODEL or $AGENTFLOW_LLM_MODEL)",
+    )
+    served.add_argument(
+        "--api-key",
+        default=None,
+        help="bearer token (default: $AGENTFLOW_PLANNER_API_KEY or $AGENTFLOW_LLM_API_KEY)",
+    )
+    served.add_argument(
+        "--temperature", type=float, default=None, help="sampling temperature (default: 0)"
+    )
+    local = parser.add_argument_group("local planner (--planner hf:PATH)")
+    local.add_argument("--sample", action="store_true", help="sample instead of greedy decoding")
+    local.add_argument("--device", default=None, help="cpu, cuda, ... (default: cuda if available)")
+    return env_settings
 
 
 def _agentflow_env_ids() -> list[str]:
@@ -54,6 +91,8 @@ def make_env(args: argparse.Namespace, overrides: dict[str, Any] | None = None) 
         kwargs["tokenizer"] = tokenizer
     try:
         return gym.make(env_id, **kwargs)
+    except TypeError as error:  # an env that takes no such settings (not an AgentFlow env)
+        raise UsageError(f"--env {env_id}: {error}") from error
     except (ValueError, OSError, KeyError) as error:  # the envs check their settings with
         # ValueError; OSError: a file they name (e.g. --tokenizer) cannot be read; KeyError: an
         # unknown tool name

@@ -11,17 +11,13 @@ from tqdm import tqdm
 from agentflow_env.base.jsonl import jsonl_line
 from agentflow_env.cli.common import UsageError, check_out_path, clip, positive_int
 from agentflow_env.cli.planners import (
-    PLANNERS,
-    RUN_DEFAULTS,
-    SHOWN_DEFAULTS,
+    add_env_and_planner_arguments,
     env_planner,
     local_planner,
     make_env,
     planner_endpoint,
     planner_errors,
 )
-from agentflow_env.envs.config import add_config_arguments
-from agentflow_env.envs.registration import ENV_CONFIGS
 from agentflow_env.envs.render import render_turn
 from agentflow_env.rollout.episodes import EpisodeRecord, run_episode, summarize
 
@@ -30,40 +26,12 @@ def add_run_command(commands: Any) -> None:
     run = commands.add_parser(
         "run", help="run planner episodes and print a summary", description="Run planner episodes."
     )
-    run.add_argument("--env", default="AgentFlow-Search-v0", help="registered environment id")
-    run.add_argument("--planner", default="expert", help=PLANNERS)
     run.add_argument("--episodes", type=positive_int, default=3, help="episodes to run")
     run.add_argument("--seed", type=int, default=0, help="episode i is reset with seed + i")
-    # One option per setting of the registered envs' configs (``agentflow_env.envs.config``).
-    env_settings = add_config_arguments(
-        run,
-        ENV_CONFIGS,
-        shown_defaults={**{k: str(v) for k, v in RUN_DEFAULTS.items()}, **SHOWN_DEFAULTS},
+    env_settings = add_env_and_planner_arguments(run)
+    run.add_argument(
+        "--out", default=None, help="append one JSON line per episode to this file, as each ends"
     )
-    served = run.add_argument_group("served planner (--planner openai)")
-    served.add_argument(
-        "--base-url",
-        default=None,
-        help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1 "
-        "(default: $AGENTFLOW_PLANNER_BASE_URL or $AGENTFLOW_LLM_BASE_URL)",
-    )
-    served.add_argument(
-        "--model",
-        default=None,
-        help="served model name (default: $AGENTFLOW_PLANNER_MODEL or $AGENTFLOW_LLM_MODEL)",
-    )
-    served.add_argument(
-        "--api-key",
-        default=None,
-        help="bearer token (default: $AGENTFLOW_PLANNER_API_KEY or $AGENTFLOW_LLM_API_KEY)",
-    )
-    served.add_argument(
-        "--temperature", type=float, default=None, help="sampling temperature (default: 0)"
-    )
-    local = run.add_argument_group("local planner (--planner hf:PATH)")
-    local.add_argument("--sample", action="store_true", help="sample instead of greedy decoding")
-    local.add_argument("--device", default=None, help="cpu, cuda, ... (default: cuda if available)")
-    run.add_argument("--out", default=None, help="write one JSON line per episode to this file")
     verbosity = run.add_mutually_exclusive_group()
     verbosity.add_argument("--verbose", action="store_true", help="print every turn")
     verbosity.add_argument(
@@ -90,7 +58,7 @@ def _run_command(args: argparse.Namespace) -> int:
     show_turns = args.verbose or (not args.quiet and args.episodes <= 5)
     records: list[EpisodeRecord] = []
     try:
-        out = open(args.out, "w", encoding="utf-8") if args.out else None  # noqa: SIM115
+        out = open(args.out, "a", encoding="utf-8") if args.out else None  # noqa: SIM115
     except OSError as error:
         env.close()
         raise UsageError(f"--out {args.out}: cannot write it ({error.strerror})") from error
@@ -111,6 +79,7 @@ def _run_command(args: argparse.Namespace) -> int:
                 _print_episode(record)
             if out is not None:
                 out.write(jsonl_line(record.as_dict()))
+                out.flush()  # a killed run keeps every finished episode
             bar.set_postfix(success=f"{sum(r.success for r in records) / len(records):.0%}")
     finally:
         if out is not None:

@@ -7,8 +7,8 @@ planner's reply as a ``str`` or as token ids. The reward is terminal by default.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, SupportsFloat
+from collections.abc import Coroutine, Mapping, Sequence
+from typing import Any, SupportsFloat, TypeVar
 
 import gymnasium as gym
 
@@ -33,6 +33,9 @@ from agentflow_env.workflow.session import (
     SessionConfig,
 )
 from agentflow_env.workflow.trajectory import Trajectory
+from agentflow_env.workflow.turn_log import TurnLog
+
+T = TypeVar("T")
 
 PlannerInput = str | Sequence[int] | Mapping[str, Any]
 """What ``step`` accepts: the planner's text, its token ids, or ``{"token_ids", "logprobs"}``."""
@@ -106,6 +109,8 @@ class AgentFlowEnv(gym.Env[dict[str, Any], PlannerInput]):
         )
         self.observation_space = self.observations.observation_space(self.tokenizer.vocab_size)
         self.action_space = self.planner_action_space()
+        self.turn_log = TurnLog(config.log_path) if config.log_path else None
+        """The trajectory log every session of this env appends to (``log_path``)."""
         self.session: Session | None = None
         self._runner = LoopRunner()
 
@@ -161,9 +166,16 @@ class AgentFlowEnv(gym.Env[dict[str, Any], PlannerInput]):
 
     def close(self) -> None:
         self._runner.close()
+        if self.turn_log is not None:
+            self.turn_log.close()
         super().close()
 
     # -- helpers -----------------------------------------------------------------------------
+    def run_async(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        """Run ``coroutine`` to completion on the env's own event loop thread, where its
+        sessions and LLM clients live (e.g. many sessions driven together by an evaluation)."""
+        return self._runner.run(coroutine)
+
     def new_session(self, task: Task, seed: int | None = None) -> Session:
         """A fresh session for ``task`` sharing this env's tools, modules and tokenizer.
 
@@ -178,6 +190,8 @@ class AgentFlowEnv(gym.Env[dict[str, Any], PlannerInput]):
             seed=seed,
             prompt_encoder=self.prompt_encoder,
             observations=self.observations,
+            log=self.turn_log,
+            log_context={"env_id": self.spec.id if self.spec else self.config.variant()},
         )
 
     @property

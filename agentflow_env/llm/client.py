@@ -182,7 +182,17 @@ class ChatResult:
             "attempts": self.attempts,
             "finish_reason": self.finish_reason,
             "truncated": self.truncated,
+            "usage": self.token_usage(),
         }
+
+    def token_usage(self) -> dict[str, int]:
+        """The endpoint's ``usage`` token counts (prompt, completion), where it reported them."""
+        counts = {}
+        for key in ("prompt_tokens", "completion_tokens"):
+            value = self.usage.get(key)
+            if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+                counts[key] = value
+        return counts
 
 
 class ChatBackend(Protocol):

@@ -18,12 +18,11 @@ retrieval, not answering; use LLM modules for end-to-end answering.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agentflow_env.tasks.base import AnswerSolver, Evidence, Task
-from agentflow_env.tasks.scoring import normalize_answer
+from agentflow_env.tasks.base import AnswerSolver, Task
+from agentflow_env.tasks.oracle import EvidenceAnswerSolver, evidence_reader
 from agentflow_env.tools.base import Tool
 from agentflow_env.tools.registry import ToolSet
 from agentflow_env.workflow.actions import PlannerAction
@@ -62,7 +61,7 @@ def rule_view(task: Task) -> RuleTaskView:
         question=task.question,
         sub_questions=tuple(task.sub_questions),
         constraints=tuple(task.constraints),
-        solver=task.solver if task.solver is not None else EvidenceAnswerSolver(task.gold_answers),
+        solver=evidence_reader(task),
     )
 
 
@@ -119,25 +118,3 @@ class RuleGeneralist:
 def solver_for(task: Task) -> AnswerSolver:
     """The evidence reader the rule modules use for ``task`` (see ``rule_view``)."""
     return rule_view(task).solver
-
-
-class EvidenceAnswerSolver:
-    """For tasks with no program (real QA data): a gold alias found verbatim in a tool output.
-
-    This is a retrieval oracle and it does compare with the gold answers: it only measures
-    whether the planner retrieved answer-bearing text. Use LLM modules to measure end-to-end
-    answering on real datasets.
-    """
-
-    def __init__(self, gold_answers: tuple[str, ...]):
-        self.gold_answers = tuple(a for a in gold_answers if a.strip())
-
-    def solve(self, evidence: Sequence[Evidence]) -> str | None:
-        for item in evidence:
-            if not item.ok:
-                continue
-            text = f" {normalize_answer(item.output)} "
-            for gold in self.gold_answers:
-                if f" {normalize_answer(gold)} " in text:
-                    return gold
-        return None

@@ -6,6 +6,7 @@ Both expose ``act(observation, info) -> str`` and work on the env that ``gym.mak
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -13,6 +14,7 @@ import numpy as np
 
 from agentflow_env.envs.env import AgentFlowEnv
 from agentflow_env.retrieval.corpus import Corpus
+from agentflow_env.tasks.base import Task
 from agentflow_env.workflow.actions import format_planner_action
 
 
@@ -23,6 +25,37 @@ def _agentflow_env(env: gym.Env) -> Any:
     return base
 
 
+def expert_action(task: Task, turn: int) -> str:
+    """The gold plan's step for ``turn`` (0-based; the last step repeats) as an action text."""
+    if not task.gold_plan:
+        raise ValueError(f"task {task.task_id} has no gold plan to follow")
+    step = task.gold_plan[min(turn, len(task.gold_plan) - 1)]
+    return format_planner_action(
+        justification=step.justification or f"Step {turn + 1} of the plan.",
+        context=step.context,
+        sub_goal=step.sub_goal,
+        tool_name=step.tool,
+    )
+
+
+def random_action(rng: np.random.Generator, tool_names: Sequence[str], task: Task) -> str:
+    """A random tool (sometimes a made-up one) with random corpus words; 10% are malformed."""
+    names = [*tool_names, "Wikipedia_Search"]
+    tool = names[int(rng.integers(len(names)))]
+    corpus = task.corpus
+    words = _vocabulary(corpus) if corpus is not None else ("what", "is", "the", "answer")
+    picked = rng.choice(len(words), size=int(rng.integers(1, 4)))
+    context = " ".join(words[int(i)] for i in picked)
+    if tool == "Calculator":
+        a, b = rng.integers(0, 3000, size=2)
+        context = f"{a} {rng.choice(['+', '-', '*'])} {b}"
+    if rng.random() < 0.1:
+        return f"I think we should use {tool} for {context}"  # no fields: malformed
+    return format_planner_action(
+        justification="A random guess.", context=context, sub_goal=context, tool_name=tool
+    )
+
+
 class ExpertPlanner:
     """Follows the current task's gold plan (privileged: for tests, demos and demonstrations)."""
 
@@ -30,17 +63,7 @@ class ExpertPlanner:
         self.env = _agentflow_env(env)
 
     def act(self, observation: Any = None, info: dict[str, Any] | None = None) -> str:
-        task = self.env.task
-        if not task.gold_plan:
-            raise ValueError(f"task {task.task_id} has no gold plan to follow")
-        turn = len(self.env.session.memory)
-        step = task.gold_plan[min(turn, len(task.gold_plan) - 1)]
-        return format_planner_action(
-            justification=step.justification or f"Step {turn + 1} of the plan.",
-            context=step.context,
-            sub_goal=step.sub_goal,
-            tool_name=step.tool,
-        )
+        return expert_action(self.env.task, len(self.env.session.memory))
 
 
 class RandomPlanner:
@@ -51,20 +74,7 @@ class RandomPlanner:
         self.rng = np.random.default_rng(seed)
 
     def act(self, observation: Any = None, info: dict[str, Any] | None = None) -> str:
-        names = [*self.env.tools.names, "Wikipedia_Search"]
-        tool = names[int(self.rng.integers(len(names)))]
-        corpus = self.env.task.corpus
-        words = _vocabulary(corpus) if corpus is not None else ("what", "is", "the", "answer")
-        picked = self.rng.choice(len(words), size=int(self.rng.integers(1, 4)))
-        context = " ".join(words[int(i)] for i in picked)
-        if tool == "Calculator":
-            a, b = self.rng.integers(0, 3000, size=2)
-            context = f"{a} {self.rng.choice(['+', '-', '*'])} {b}"
-        if self.rng.random() < 0.1:
-            return f"I think we should use {tool} for {context}"  # no fields: malformed
-        return format_planner_action(
-            justification="A random guess.", context=context, sub_goal=context, tool_name=tool
-        )
+        return random_action(self.rng, self.env.tools.names, self.env.task)
 
 
 _VOCABULARIES: dict[str, tuple[str, ...]] = {}

@@ -108,14 +108,7 @@ class TaskSpec:
     ) -> TaskSpec:
         """A spec carrying ``task`` inline. A corpus travels only as a file path
         (``corpus_path``); privileged plans and solvers do not travel."""
-        record: dict[str, Any] = {
-            "task_id": task.task_id,
-            "question": task.question,
-            "gold_answers": list(task.gold_answers),
-            "kind": task.kind,
-            "hops": task.hops,
-            "split": task.split,
-        }
+        record: dict[str, Any] = task.describe()
         if corpus_path:
             record["corpus"] = str(corpus_path)
         return cls(env_id=env_id, env_kwargs=dict(env_kwargs or {}), record=record)

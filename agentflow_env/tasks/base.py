@@ -75,6 +75,18 @@ class Task:
     checker: AnswerChecker | None = field(default=None, compare=False, repr=False)
     metadata: Mapping[str, Any] = field(default_factory=dict, compare=False)
 
+    def describe(self) -> dict[str, Any]:
+        """The task's plain, non-privileged fields as JSON-ready data (no corpus, plan, solver,
+        checker or metadata)."""
+        return {
+            "task_id": self.task_id,
+            "question": self.question,
+            "gold_answers": list(self.gold_answers),
+            "kind": self.kind,
+            "hops": self.hops,
+            "split": self.split,
+        }
+
 
 class TaskSource(Protocol):
     """Where an environment gets its tasks from."""

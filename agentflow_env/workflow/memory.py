@@ -26,6 +26,15 @@ class QueryAnalysis:
     sub_questions: tuple[str, ...] = ()
     tools: tuple[str, ...] = ()
 
+    def as_dict(self) -> dict[str, Any]:
+        """The four analysis fields as plain data (subclasses' extra fields left out)."""
+        return {
+            "objective": self.objective,
+            "constraints": list(self.constraints),
+            "sub_questions": list(self.sub_questions),
+            "tools": list(self.tools),
+        }
+
     def render(self) -> str:
         lines = [f"Objective: {self.objective}"]
         if self.constraints:
@@ -75,6 +84,13 @@ class MemoryEntry:
     verification_status: VerificationStatus
     open_questions: tuple[str, ...] = ()
     errors: tuple[str, ...] = ()
+    tool_identity: str | None = None
+    """The tool's own name when the planner saw it renamed (an evaluation variant), else None."""
+
+    @property
+    def tool_key(self) -> str | None:
+        """The name evidence readers match on: the tool's own name, not the shown one."""
+        return self.tool_identity or self.selected_tool
 
     def __post_init__(self) -> None:
         # Entries read back from dicts (e.g. JSON records) carry the status as a plain string.
@@ -136,6 +152,14 @@ class Memory:
         copy._events = list(self._events)
         return copy
 
+    def prefix(self, turns: int) -> Memory:
+        """A copy holding only the first ``turns`` entries (what memory was after that turn)."""
+        copy = Memory(self.query)
+        copy.analysis = self.analysis
+        copy._entries = self._entries[:turns]
+        copy._events = [e for e in self._events if e.turn <= turns]
+        return copy
+
     # -- reading ---------------------------------------------------------------------------
     @property
     def entries(self) -> tuple[MemoryEntry, ...]:
@@ -154,9 +178,9 @@ class Memory:
     def evidence(self) -> list[Evidence]:
         """Every executed tool call, full output, oldest first."""
         return [
-            Evidence(e.selected_tool, e.tool_arguments, e.tool_result, e.tool_ok)
+            Evidence(e.tool_key, e.tool_arguments, e.tool_result, e.tool_ok)
             for e in self._entries
-            if e.selected_tool is not None
+            if e.tool_key is not None
         ]
 
     def open_questions(self) -> tuple[str, ...]:

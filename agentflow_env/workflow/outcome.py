@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
@@ -63,6 +63,8 @@ class EpisodeOutcome:
     end_reason: EndReason
     module_errors: tuple[str, ...]
     metrics: Mapping[str, float]
+    diagnostics: Mapping[str, Any] = field(default_factory=dict)
+    """The planner diagnostics (``agentflow_env.workflow.diagnostics``)."""
 
     def as_info(self) -> dict[str, Any]:
         """The end-of-episode keys of the final ``info``, as plain data (JSON-ready)."""
@@ -76,4 +78,5 @@ class EpisodeOutcome:
             "reward": self.reward,
             "module_errors": list(self.module_errors),
             "metrics": dict(self.metrics),
+            "diagnostics": dict(self.diagnostics),
         }

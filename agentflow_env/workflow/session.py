@@ -8,18 +8,22 @@ hanging tools and failing modules all become recorded observations.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import dataclasses
+import time
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from agentflow_env.base.tokens import ChatTokenizer
 from agentflow_env.base.untrusted import shorten
 from agentflow_env.tasks.base import Task
+from agentflow_env.tasks.oracle import evidence_reader
 from agentflow_env.tools.base import ToolContext, ToolResult
 from agentflow_env.tools.registry import ToolSet
 from agentflow_env.tools.runner import run_tool
 from agentflow_env.workflow.action_input import ActionInput, read_action
 from agentflow_env.workflow.actions import ActionParseError, PlannerAction, parse_planner_action
+from agentflow_env.workflow.diagnostics import diagnose_episode, expected_tools, is_redundant
 from agentflow_env.workflow.frozen_modules import FinalAnswer, Modules
 from agentflow_env.workflow.memory import Memory, MemoryEntry, QueryAnalysis, VerificationStatus
 from agentflow_env.workflow.observations import (
@@ -34,6 +38,7 @@ from agentflow_env.workflow.outcome import EndReason, EpisodeMetrics, EpisodeOut
 from agentflow_env.workflow.prompts import Message
 from agentflow_env.workflow.rewards import RewardConfig, answer_score, terminal_reward
 from agentflow_env.workflow.trajectory import Trajectory, TurnRecord
+from agentflow_env.workflow.turn_log import EpisodeLogger, TurnLog
 
 __all__ = [
     "DEFAULT_MAX_ACTION_TOKENS",
@@ -81,6 +86,9 @@ class SessionConfig:
     max_prompt_tokens: int | None = DEFAULT_MAX_PROMPT_TOKENS
     max_total_tokens: int | None = None
     judge: AnswerJudge | None = None
+    budget_curve: bool = False
+    """Add ``success_by_budget`` to the diagnostics at the end (``Session.success_by_budget``:
+    one generalist call per budget shorter than the episode)."""
 
     def __post_init__(self) -> None:
         if self.max_turns < 1:
@@ -112,7 +120,8 @@ class Session:
 
     ``observations`` is how prompts evolve (default: the strategy ``config.observation_mode``
     names). Read the episode through ``done``, ``observation``, ``outcome`` (``None`` until the
-    end), ``metrics``, ``turn``, ``turn_records`` and ``trajectory()``.
+    end), ``metrics``, ``turn``, ``turn_records`` and ``trajectory()``. With ``log``, every turn is
+    appended to that trajectory log as it happens (``log_context`` goes into its first line).
     """
 
     def __init__(
@@ -126,6 +135,8 @@ class Session:
         seed: int | None = None,
         prompt_encoder: PromptEncoder | None = None,
         observations: ObservationMode | None = None,
+        log: TurnLog | None = None,
+        log_context: Mapping[str, Any] | None = None,
     ) -> None:
         self.task = task
         self.tools = tools
@@ -148,6 +159,9 @@ class Session:
         self._turn_records: list[TurnRecord] = []
         self._module_errors: list[str] = []
         self._initializer_error: str | None = None
+        self.seed = seed
+        self.logger = EpisodeLogger(log, log_context)
+        self._turn_latency: dict[str, float] = {}
 
     # -- the episode so far ------------------------------------------------------------------
     @property
@@ -189,7 +203,10 @@ class Session:
         """Run the initializer and return the first planner observation."""
         try:
             analysis = _expect(
-                await self.modules.initializer.analyze(self.task, self.tools), QueryAnalysis
+                await self._timed(
+                    "initializer", 0, self.modules.initializer.analyze(self.task, self.tools)
+                ),
+                QueryAnalysis,
             )
         except Exception as exc:  # the episode still starts, from the bare query
             self.memory.log("module_error", 0, module="initializer", error=repr(exc))
@@ -200,6 +217,7 @@ class Session:
             )
         self.memory.set_analysis(analysis)
         self._observation = self._initial_observation = self.observations.first(self._view())
+        self._log_start()
         return self._observation, self._info()
 
     async def step(self, action: Any, logprobs: Sequence[float] | None = None) -> StepOutcome:
@@ -218,6 +236,7 @@ class Session:
             plain=self.prompt_encoder.plain,
         )
         turn = self.turn + 1
+        self._turn_latency = {}
         self._metrics.turns = turn
         self._metrics.action_tokens += len(read.ids)
         self.memory.log(
@@ -258,6 +277,9 @@ class Session:
             )
         )
         truncated = end_reason is not None and end_reason.truncates
+        self._log_turn(entry, read, len(prompt.token_ids))
+        if self._outcome is not None:
+            self.logger.end(**self._outcome.as_info(), turns=turn)
         info = self._info(read, feedback)
         return StepOutcome(self._observation, reward, terminated, truncated, info, feedback)
 
@@ -290,7 +312,11 @@ class Session:
             )
 
         try:
-            arguments = await self.modules.executor.command(action, tool, self.task, self.memory)
+            arguments = await self._timed(
+                "executor",
+                turn,
+                self.modules.executor.command(action, tool, self.task, self.memory),
+            )
         except Exception as exc:
             self._module_failed(turn, "executor", exc)
             return self._invalid_entry(
@@ -313,10 +339,19 @@ class Session:
             metadata=_plain(result.metadata),
         )
         self._count_call(result)
+        self._turn_latency["tool"] = float(result.metadata.get("latency_s", 0.0))
         errors = (result.error,) if result.error else ()
         # The verifier reads the memory including this turn's result.
         provisional = self._entry(
-            turn, action, tool.name, arguments, result, VerificationStatus.PENDING, (), errors
+            turn,
+            action,
+            tool.name,
+            arguments,
+            result,
+            VerificationStatus.PENDING,
+            (),
+            errors,
+            tool.original_name,
         )
         status, open_questions, verify_errors = await self._verify(turn, provisional)
         return self._entry(
@@ -328,14 +363,17 @@ class Session:
             status,
             open_questions,
             errors + verify_errors,
+            tool.original_name,
         )
 
     async def _verify(
         self, turn: int, provisional: MemoryEntry
     ) -> tuple[VerificationStatus, tuple[str, ...], tuple[str, ...]]:
         try:
-            verdict = await self.modules.verifier.verify(
-                self.task, self.memory.preview(provisional)
+            verdict = await self._timed(
+                "verifier",
+                turn,
+                self.modules.verifier.verify(self.task, self.memory.preview(provisional)),
             )
             stop, open_questions = _read_verdict(verdict)
             details = {
@@ -361,6 +399,7 @@ class Session:
         status: VerificationStatus,
         open_questions: tuple[str, ...],
         errors: tuple[str, ...],
+        identity: str | None = None,
     ) -> MemoryEntry:
         return MemoryEntry(
             turn=turn,
@@ -374,6 +413,7 @@ class Session:
             verification_status=status,
             open_questions=open_questions,
             errors=errors,
+            tool_identity=identity if identity != tool else None,
         )
 
     def _module_failed(self, turn: int, module: str, exc: Exception) -> None:
@@ -420,7 +460,10 @@ class Session:
         self._done = True
         try:
             final = _expect(
-                await self.modules.generalist.answer(self.task, self.memory), FinalAnswer
+                await self._timed(
+                    "generalist", self.turn, self.modules.generalist.answer(self.task, self.memory)
+                ),
+                FinalAnswer,
             )
             if final.answer is not None and not isinstance(final.answer, str):
                 raise TypeError(f"answer must be a str or None, got {type(final.answer).__name__}")
@@ -451,7 +494,12 @@ class Session:
             end_reason=end_reason,
             module_errors=tuple(self._module_errors),
             metrics=metrics,
+            diagnostics=self._diagnose(end_reason, success, score, reward),
         )
+        if self.config.budget_curve:
+            curve = await self.success_by_budget()
+            diagnostics = {**self._outcome.diagnostics, "success_by_budget": curve}
+            self._outcome = dataclasses.replace(self._outcome, diagnostics=diagnostics)
         return reward
 
     def _is_correct(self, answer: str | None) -> bool:
@@ -473,7 +521,11 @@ class Session:
             raise RuntimeError("reward='llm_judge' needs a judge in the session config")
         try:
             verdict = float(
-                await self.config.judge.judge(self.task.question, answer, self.task.gold_answers)
+                await self._timed(
+                    "judge",
+                    self.turn,
+                    self.config.judge.judge(self.task.question, answer, self.task.gold_answers),
+                )
             )
             if not 0.0 <= verdict <= 1.0:
                 raise ValueError(f"judge score must lie in [0, 1], got {verdict}")
@@ -482,6 +534,89 @@ class Session:
             return 0.0
         self.memory.log("judge", self.turn, score=verdict)
         return verdict
+
+    # -- diagnostics and the trajectory log --------------------------------------------------
+    async def _timed(self, module: str, turn: int, call: Awaitable[T]) -> T:
+        """Await a frozen module's call; log its latency and LLM tokens (``module_call``)."""
+        started = time.perf_counter()
+        first_event = len(self.memory.events)
+        result: Any = None
+        try:
+            result = await call
+            return result
+        finally:
+            latency = time.perf_counter() - started
+            self._turn_latency[module] = self._turn_latency.get(module, 0.0) + latency
+            usage = _call_usage(result, self.memory.events[first_event:])
+            self.memory.log("module_call", turn, module=module, latency_s=latency, **usage)
+
+    def _diagnose(self, end_reason: EndReason, success: bool, score: float, reward: float) -> dict:
+        try:
+            answered = evidence_reader(self.task).solve(self.memory.evidence()) is not None
+        except Exception:  # a reader that chokes on odd evidence: unknowable, not a crash
+            answered = None
+        return diagnose_episode(
+            self.memory.entries,
+            end_reason=end_reason.value,
+            success=success,
+            score=score,
+            reward=reward,
+            invalid_calls=self._metrics.invalid_actions,
+            plan=self.task.gold_plan,
+            evidence_answers=answered,
+            events=self.memory.events,
+        )
+
+    async def success_by_budget(self) -> list[bool]:
+        """Whether the episode would have succeeded with a turn budget of 1, 2, ... ``max_turns``.
+
+        For a budget at or past the turn the episode ended on, its own success. For a smaller
+        budget ``b``, the generalist answers from the memory of the first ``b`` turns (one call
+        per budget: free with rule modules, one LLM request each with LLM modules) and that
+        answer is checked. It replays the answer, not the planner: a planner that reads its
+        remaining budget from the prompt might have acted differently. Call after the episode.
+        """
+        if self._outcome is None:
+            raise RuntimeError("success_by_budget() needs a finished episode")
+        results: list[bool] = []
+        for budget in range(1, self.config.max_turns + 1):
+            if budget >= self.turn:
+                results.append(self._outcome.success)
+                continue
+            try:
+                final = _expect(
+                    await self.modules.generalist.answer(self.task, self.memory.prefix(budget)),
+                    FinalAnswer,
+                )
+                answer = final.answer if isinstance(final.answer, str) else None
+            except Exception:
+                answer = None
+            results.append(self._is_correct(answer))
+        return results
+
+    def _log_start(self) -> None:
+        self.logger.start(
+            self.task,
+            self.memory.analysis,
+            seed=self.seed,
+            initializer_error=self._initializer_error,
+            max_turns=self.config.max_turns,
+            tools=self.tools.names,
+            observation_mode=self.observations.name,
+        )
+
+    def _log_turn(self, entry: MemoryEntry, read: ActionInput, prompt_tokens: int) -> None:
+        if self.logger.log is None:
+            return
+        entries = self.memory.entries
+        self.logger.turn(
+            entry,
+            read,
+            expected_tool=expected_tools(self.task.gold_plan, entries)[-1],
+            redundant=is_redundant(entry, entries[:-1]),
+            latency_s=self._turn_latency,
+            prompt_tokens=prompt_tokens,
+        )
 
     # -- observations ------------------------------------------------------------------------
     def messages(self) -> list[Message]:
@@ -560,6 +695,26 @@ def _read_verdict(verdict: Any) -> tuple[bool, tuple[str, ...]]:
     if isinstance(questions, str) or not isinstance(questions, Sequence):
         raise TypeError("a verdict's open_questions must be a sequence of str")
     return stop, tuple(str(q) for q in questions)
+
+
+def _call_usage(result: Any, events: Sequence[Any]) -> dict[str, int]:
+    """LLM tokens of one module call: from the record it returned (``meta["usage"]``), else from
+    the ``module_output`` events it logged. Rule modules report none."""
+    meta = getattr(result, "meta", None)
+    sources = (
+        [meta]
+        if isinstance(meta, Mapping) and "usage" in meta
+        else [e.payload for e in events if e.kind == "module_output"]
+    )
+    totals = {"prompt_tokens": 0, "completion_tokens": 0}
+    for source in sources:
+        usage = source.get("usage")
+        if isinstance(usage, Mapping):
+            for key in totals:
+                value = usage.get(key)
+                if isinstance(value, int) and not isinstance(value, bool):
+                    totals[key] += value
+    return totals
 
 
 def _plain(metadata: Mapping[str, Any]) -> dict[str, Any]:

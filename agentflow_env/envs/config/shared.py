@@ -116,6 +116,13 @@ class EnvConfig(abc.ABC):
     )
     # -- episode
     max_turns: int = setting(10, help="planner turns per episode", section="episode", minimum=1)
+    log_path: str | None = setting(
+        None,
+        help="append every episode's turns to this JSON Lines trajectory log as they happen "
+        "(read it with read_turn_log, view it with agentflow-env view)",
+        section="episode",
+        none_means="no log",
+    )
     # -- observations: the tokenizer is a path or hub name, or (in Python) a ChatTokenizer or a
     # Hugging Face tokenizer object
     tokenizer: str | Any | None = setting(

@@ -1,0 +1,127 @@
+"""Evaluating a planner: many episodes at once on one event loop, diagnostics and a summary.
+
+``evaluate`` runs ``episodes`` sessions of one env, at most ``concurrency`` at a time (the
+sessions share the env's tools, modules and LLM clients), each with its own planner from the
+factory. Episode ``i`` runs the task a ``reset(seed=seed + i)`` would draw, or, for a dataset
+(a fixed task list), its ``i``-th record. Every turn goes to the trajectory log as it happens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from gymnasium.utils import seeding
+
+from agentflow_env.envs.env import AgentFlowEnv
+from agentflow_env.evaluation.metrics import summarize_diagnostics
+from agentflow_env.evaluation.session_planners import PlannerFactory
+from agentflow_env.tasks.base import ListTaskSource, Task
+from agentflow_env.workflow.session import Session
+from agentflow_env.workflow.turn_log import TurnLog
+
+__all__ = ["EvalResult", "episode_task", "evaluate", "evaluate_async"]
+
+Progress = Callable[[Mapping[str, Any]], None]
+"""Called with each finished episode's row."""
+
+
+@dataclass
+class EvalResult:
+    """Per-episode rows (task, seed, answer and the diagnostics) and their summary."""
+
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    summary: dict[str, Any] = field(default_factory=dict)
+
+
+def episode_task(env: AgentFlowEnv, seed: int, index: int) -> Task:
+    """The task of episode ``index``: a dataset's ``index``-th record (cycling), else the task a
+    ``reset(seed=seed + index)`` draws."""
+    source = env.task_source
+    if isinstance(source, ListTaskSource):
+        return source.tasks[index % len(source.tasks)]
+    rng, _ = seeding.np_random(seed + index)
+    return source.sample(rng)
+
+
+async def _run_one(
+    env: AgentFlowEnv,
+    planner_factory: PlannerFactory,
+    index: int,
+    seed: int,
+    log: TurnLog | None,
+    run: str | None,
+    budget_curve: bool,
+) -> dict[str, Any]:
+    task = episode_task(env, seed, index)
+    session = Session(
+        task,
+        tools=env.tools,
+        modules=env.modules,
+        tokenizer=env.tokenizer,
+        config=dataclasses.replace(env.session_config, budget_curve=budget_curve),
+        seed=seed + index,
+        prompt_encoder=env.prompt_encoder,
+        observations=env.observations,
+        log=log,
+        log_context={"run": run, "env_id": env.spec.id if env.spec else env.config.variant()},
+    )
+    planner = planner_factory(index)
+    await session.start()
+    while not session.done:
+        await session.step(await planner.act(session))
+    outcome = session.outcome
+    assert outcome is not None  # the loop ran until the session was done
+    return {
+        "index": index,
+        "seed": seed + index,
+        "task_id": task.task_id,
+        "episode_id": session.logger.episode_id,
+        "question": task.question,
+        "gold_answers": list(task.gold_answers),
+        "answer": outcome.answer,
+        "module_errors": list(outcome.module_errors),
+        "diagnostics": dict(outcome.diagnostics),
+    }
+
+
+async def evaluate_async(
+    env: AgentFlowEnv,
+    planner_factory: PlannerFactory,
+    *,
+    episodes: int,
+    seed: int = 0,
+    concurrency: int = 8,
+    log: TurnLog | None = None,
+    run: str | None = None,
+    budget_curve: bool = True,
+    progress: Progress | None = None,
+) -> EvalResult:
+    """Run ``episodes`` episodes, ``concurrency`` at a time; rows come back in episode order.
+
+    ``budget_curve`` adds each episode's success by turn budget (one generalist call per budget
+    below the episode's length: free with rule modules, LLM requests with LLM modules). A planner
+    that raises stops the evaluation (it is the thing under test: its error is the result).
+    """
+    if episodes < 1 or concurrency < 1:
+        raise ValueError("episodes and concurrency must be positive")
+    limit = asyncio.Semaphore(concurrency)
+
+    async def one(index: int) -> dict[str, Any]:
+        async with limit:
+            row = await _run_one(env, planner_factory, index, seed, log, run, budget_curve)
+        if progress is not None:
+            progress(row)
+        return row
+
+    rows = list(await asyncio.gather(*(one(i) for i in range(episodes))))
+    summary = summarize_diagnostics([row["diagnostics"] for row in rows])
+    return EvalResult(rows, summary)
+
+
+def evaluate(env: AgentFlowEnv, planner_factory: PlannerFactory, **options: Any) -> EvalResult:
+    """``evaluate_async`` from synchronous code (on the env's own event loop thread)."""
+    return env.run_async(evaluate_async(env, planner_factory, **options))
