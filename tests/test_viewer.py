@@ -22,7 +22,7 @@ import gymnasium as gym
 import pytest
 
 from agentflow_env.cli import main
-from agentflow_env.evaluation.viewer import EmptyLogError, MissingPlotDependency, write_report
+from agentflow_env.evaluation.viewer import EmptyLogError, write_report
 from agentflow_env.evaluation.viewer_plots import budget_curves, run_summaries
 from agentflow_env.evaluation.viewer_rows import episode_rows
 from agentflow_env.rollout.episodes import run_episode
@@ -526,12 +526,14 @@ def test_run_metrics_pool_each_runs_complete_episodes(tmp_path):
     assert summary["tool_selection_accuracy"]["value"] == pytest.approx(1 / 3)
 
 
-def test_missing_matplotlib_says_what_to_install(tmp_path, monkeypatch):
+def test_without_matplotlib_the_pages_are_written_and_say_how_to_get_plots(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib.backends.backend_agg", None)
     monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
     log = write_log(tmp_path / "turns.jsonl", episode_lines("a1"))
-    with pytest.raises(MissingPlotDependency, match=r"pip install 'agentflow-env\[eval\]'"):
-        write_report(log, tmp_path / "report")
+    index = write_report(log, tmp_path / "report")
+    page = index.read_text()
+    assert 'id="no-plots"' in page and "pip install &#x27;agentflow-env[eval]&#x27;" in page
+    assert "<img" not in page and (tmp_path / "report" / "episodes" / "a1.html").is_file()
 
 
 def test_empty_log_is_an_error(tmp_path):

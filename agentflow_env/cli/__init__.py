@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 
@@ -30,6 +31,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.handler(args) or 0)
+    except BrokenPipeError:  # the reader of stdout went away (e.g. ``| head``): not a failure
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        return 0
     except UsageError as error:
         message = " ".join(str(error).split())  # one line, whatever the cause's text holds
         print(f"agentflow-env {args.command}: error: {message}", file=sys.stderr)

@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from agentflow_env.cli.common import UsageError
-from agentflow_env.evaluation.viewer import EmptyLogError, MissingPlotDependency, write_report
+from agentflow_env.evaluation.plots import INSTALL_HINT, plots_available
+from agentflow_env.evaluation.viewer import EmptyLogError, write_report
 
 
 def add_view_command(commands: Any) -> None:
@@ -43,13 +44,15 @@ def _view_command(args: argparse.Namespace) -> int:
     summary = _read_summary(args.summary)
     try:
         index = write_report(log, out, summary=summary)
-    except (EmptyLogError, MissingPlotDependency) as error:
+    except EmptyLogError as error:
         raise UsageError(str(error)) from error
     except OSError as error:
         raise UsageError(
             f"cannot write the report into {out}: {error.strerror or error}"
         ) from error
     print(index)
+    if not plots_available():
+        print(f"no plots: matplotlib is not installed ({INSTALL_HINT})")
     return 0
 
 

@@ -6,11 +6,19 @@ when a figure is made, and its absence is a ``MissingPlotDependency`` saying how
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["INSTALL_HINT", "SUMMARY_BARS", "MissingPlotDependency", "new_figure", "summary_bars"]
+__all__ = [
+    "INSTALL_HINT",
+    "SUMMARY_BARS",
+    "MissingPlotDependency",
+    "new_figure",
+    "plots_available",
+    "summary_bars",
+]
 
 INSTALL_HINT = "pip install 'agentflow-env[eval]'"
 
@@ -27,6 +35,11 @@ SUMMARY_BARS: tuple[tuple[str, str], ...] = (
 
 class MissingPlotDependency(ImportError):
     """matplotlib is not installed."""
+
+
+def plots_available() -> bool:
+    """Whether matplotlib can be imported (without importing it)."""
+    return importlib.util.find_spec("matplotlib") is not None
 
 
 def new_figure(width: float, height: float) -> Any:

@@ -49,8 +49,8 @@ def write_report(
     """Write the report of the log at ``log_path`` into ``out_dir``; returns index.html's path.
 
     ``summary``: an eval run's ``summary.json`` contents; its top-level scalars are shown.
-    Raises ``OSError`` if the log cannot be read, ``EmptyLogError`` if it holds no episode and
-    ``MissingPlotDependency`` without matplotlib.
+    Raises ``OSError`` if the log cannot be read and ``EmptyLogError`` if it holds no episode;
+    without matplotlib the report has no plots and its index says how to get them.
     """
     log = Path(log_path)
     contents = read_turn_log(log)
@@ -78,15 +78,27 @@ def render_report(
     out = Path(out_dir)
     rows = episode_rows(episodes)
     (out / "plots").mkdir(parents=True, exist_ok=True)
-    for name, _, draw in PLOTS:  # first: a missing matplotlib fails before any page is written
-        draw(rows, out / "plots" / name)
+    plots: list[tuple[str, str]] = []
+    plots_note = None
+    try:
+        for name, alt, draw in PLOTS:
+            draw(rows, out / "plots" / name)
+            plots.append((f"plots/{name}", alt))
+    except MissingPlotDependency as error:  # the pages are worth having without the plots
+        plots, plots_note = [], str(error)
     (out / "episodes").mkdir(exist_ok=True)
     _write_episode_pages(rows, out / "episodes")
     index = out / "index.html"
-    plots = [(f"plots/{name}", alt) for name, alt, _ in PLOTS]
     write_page(
         index,
-        index_page(rows, log_name=log_name, bad_lines=bad_lines, plots=plots, summary=summary),
+        index_page(
+            rows,
+            log_name=log_name,
+            bad_lines=bad_lines,
+            plots=plots,
+            summary=summary,
+            plots_note=plots_note,
+        ),
     )
     return index
 

@@ -34,8 +34,10 @@ def index_page(
     bad_lines: int,
     plots: Sequence[tuple[str, str]],
     summary: Mapping[str, Any] | None,
+    plots_note: str | None = None,
 ) -> str:
-    """``plots``: (file path relative to the index, alt text) of each plot to show."""
+    """``plots``: (file path relative to the index, alt text) of each plot to show;
+    ``plots_note``: why there are none (e.g. matplotlib is not installed)."""
     runs = list(dict.fromkeys(row.run for row in rows))
     parts = [
         "<header>",
@@ -55,6 +57,8 @@ def index_page(
     if plots:
         images = "\n".join(f'<img src="{esc(src)}" alt="{esc(alt)}">' for src, alt in plots)
         parts.append(f'<section id="plots">\n<h2>Plots</h2>\n{images}\n</section>')
+    elif plots_note:
+        parts.append(f'<p class="banner" id="no-plots">No plots: {esc(plots_note)}</p>')
     parts.append(_filters(rows, runs))
     parts.append(
         f'<p id="count"><span id="shown">{len(rows)}</span> of '
