@@ -184,3 +184,39 @@ def test_a_local_model_planner_runs_off_the_event_loop(
     turns = [t for e in log.episodes for t in e.turns]
     assert len(turns) == 6 and all(t["action"]["given_as_ids"] for t in turns)
     assert value(summary, "success_rate") == 0.0  # an untrained model
+
+
+def test_a_dataset_is_evaluated_record_by_record_without_a_gold_plan(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    qa = [
+        {
+            "id": "q0",
+            "question": "Who built the Eiffel Tower?",
+            "golden_answers": ["Gustave Eiffel"],
+        },
+        {"id": "q1", "question": "What is the capital of France?", "golden_answers": ["Paris"]},
+        {"id": "q2", "question": "Largest city in Switzerland?", "golden_answers": ["Zurich"]},
+    ]
+    corpus = [
+        {
+            "id": "1",
+            "contents": "Eiffel Tower\nWrought-iron tower in Paris, built by Gustave Eiffel.",
+        },
+        {"id": "2", "contents": "Paris\nParis is the capital of France."},
+        {"id": "3", "contents": "Zurich\nZurich is the largest city in Switzerland."},
+    ]
+    (tmp_path / "qa.jsonl").write_text("".join(json.dumps(r) + "\n" for r in qa))
+    (tmp_path / "wiki.jsonl").write_text("".join(json.dumps(r) + "\n" for r in corpus))
+    code, _, summary = run_eval(
+        capsys,
+        tmp_path / "out",
+        *("--dataset", str(tmp_path / "qa.jsonl"), "--corpus", str(tmp_path / "wiki.jsonl")),
+        *("--planner", "random", "--episodes", "6", "--max-turns", "2"),
+    )
+    assert code == 0 and summary["episodes"] == 6
+    rows = [json.loads(line) for line in (tmp_path / "out" / "episodes.jsonl").open()]
+    by_index = {row["index"]: row["task_id"] for row in rows}
+    assert [by_index[i] for i in range(6)] == ["q0", "q1", "q2", "q0", "q1", "q2"]
+    assert summary["tool_selection_accuracy"]["value"] is None  # no gold plan to judge by
+    assert summary["tool_selection_accuracy"]["n"] == 0
