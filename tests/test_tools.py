@@ -371,7 +371,7 @@ def test_registry() -> None:
     assert isinstance(search, SearchTool) and search.top_k == 5
     assert isinstance(make_tool("Calculator_Tool"), CalculatorTool)
     with pytest.raises(KeyError, match="Calculator"):
-        make_tool("Wikipedia_Search")
+        make_tool("Web_Browser")
     register_tool("Base_Generator_Tool", _EchoTool)
     assert make_tool("base generator").name == "Base_Generator_Tool"
     with pytest.raises(ValueError, match="already registered"):

@@ -166,10 +166,12 @@ def test_dataset_without_corpus_is_refused(qa_file: Path, monkeypatch) -> None:
     with pytest.raises(ValueError) as error:
         make(SEARCH, dataset=str(qa_file))
     assert str(error.value) == (
-        "dataset= without corpus= leaves the Search tool nothing to search: pass corpus= "
+        "dataset= without corpus= leaves the search tools nothing to search: pass corpus= "
         "(a corpus JSONL), or retriever_url= (a retriever server, see `agentflow-env "
-        "serve-retriever`), or tools= without Search"
+        "serve-retriever`), or tools= without a local search tool"
     )
+    with pytest.raises(ValueError, match="nothing to search"):  # AgentFlow's retrieval tool
+        make(SEARCH, dataset=str(qa_file), tools=["Wikipedia_Search_Tool"])
 
 
 def test_dataset_without_corpus_is_fine_when_nothing_searches_locally(

@@ -1,8 +1,10 @@
 """Tools the executor can call, the registry of tool factories, and ``ToolSet``.
 
-Importing this package registers the built-in tools "Search", "Calculator" and "Python".
+Importing this package registers the built-in tools "Search", "Calculator" and "Python", and
+AgentFlow's tools under their long names (``AGENTFLOW_TOOLS``; their short names are aliases).
 """
 
+from agentflow_env.tools.agentflow import AGENTFLOW_TOOL_CLASSES, AGENTFLOW_TOOLS
 from agentflow_env.tools.base import (
     Tool,
     ToolArgumentError,
@@ -18,6 +20,7 @@ from agentflow_env.tools.registry import (
     make_tool,
     register_tool,
     registered_tools,
+    tool_factory,
 )
 from agentflow_env.tools.sandbox import SandboxLimits, run_python
 from agentflow_env.tools.search import SearchTool
@@ -25,8 +28,11 @@ from agentflow_env.tools.search import SearchTool
 register_tool("Search", SearchTool, overwrite=True)
 register_tool("Calculator", CalculatorTool, overwrite=True)
 register_tool("Python", PythonTool, overwrite=True)
+for _name, _tool_class in AGENTFLOW_TOOL_CLASSES.items():
+    register_tool(_name, _tool_class, overwrite=True)
 
 __all__ = [
+    "AGENTFLOW_TOOLS",
     "CalculatorError",
     "CalculatorTool",
     "PythonTool",
@@ -44,4 +50,5 @@ __all__ = [
     "register_tool",
     "registered_tools",
     "run_python",
+    "tool_factory",
 ]

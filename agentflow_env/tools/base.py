@@ -20,7 +20,8 @@ class ToolCard:
 
     ``input_schema`` maps argument name -> {"type": "string"|"integer"|"number"|"boolean",
     "description": str, "required": bool}. ``primary_argument`` is the argument a rule executor
-    fills from the planner's Context (falling back to its Sub-Goal).
+    fills from the planner's Context (falling back to its Sub-Goal). ``version`` is metadata
+    only (not rendered); ``best_practices`` are rendered after the limitations.
     """
 
     name: str
@@ -30,6 +31,8 @@ class ToolCard:
     primary_argument: str
     demo_commands: tuple[Mapping[str, str], ...] = ()
     limitations: tuple[str, ...] = ()
+    version: str = "1.0.0"
+    best_practices: tuple[str, ...] = ()
 
     def render(self) -> str:
         """The card as prompt text."""
@@ -46,6 +49,8 @@ class ToolCard:
             lines.append(f"  Example: {demo.get('command', '')}  # {demo.get('description', '')}")
         for limit in self.limitations:
             lines.append(f"  Limitation: {limit}")
+        for practice in self.best_practices:
+            lines.append(f"  Best practice: {practice}")
         return "\n".join(lines)
 
 
@@ -93,9 +98,13 @@ class Tool(abc.ABC):
     A tool that can stop itself and still report what it got (a sandbox keeps the partial output
     of a program it stops) sets ``stop_grace_s``: ``run_tool`` then passes it the limit as
     ``context.time_limit_s`` and cancels it only ``stop_grace_s`` seconds after that.
+
+    ``aliases`` are further names the tool answers to in a ``ToolSet`` and in the registry
+    (AgentFlow's short tool names, for instance); the planner is shown only ``name``.
     """
 
     card: ToolCard
+    aliases: tuple[str, ...] = ()
     timeout_s: float = 10.0
     stop_grace_s: float | None = None
 

@@ -128,6 +128,7 @@ class ToolVariant(Tool):
         if options.description is not None:
             card = dataclasses.replace(card, description=options.description)
         self.card = card
+        self.aliases = tool.aliases if options.rename is None else ()  # a rename hides old names
 
     @property
     def timeout_s(self) -> float:

@@ -9,10 +9,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any, get_args
 
 from agentflow_env.envs.config.choices import ModuleBackend
-from agentflow_env.llm.client import LLMEndpoint
+from agentflow_env.llm.client import LLMEndpoint, as_backend
 from agentflow_env.modules import ROLES
+from agentflow_env.tools.agentflow.model import TOOLS_LLM_ROLE
 from agentflow_env.tools.base import Tool
-from agentflow_env.tools.registry import canonical_tool_name, make_tool
+from agentflow_env.tools.registry import canonical_tool_name, tool_factory
 from agentflow_env.tools.search import RETRIEVER_URL_ENV_VAR, SearchTool
 from agentflow_env.tools.variants import (
     VariantOptions,
@@ -118,7 +119,10 @@ def build_tool(entry: str | Mapping[str, Any] | Tool, retriever_url: str | None 
 
     The object's variant options (``agentflow_env.tools.variants.VARIANT_OPTIONS``) wrap the
     built tool in a ``ToolVariant``; the other options go to the factory. ``retriever_url`` goes
-    to a Search tool that names no retriever itself.
+    to a Search tool (or another that ``uses_retriever``) that names no retriever itself. A tool
+    class that ``requires_llm`` gets its model from the ``"llm"`` option (an endpoint object
+    ``{"base_url": ..., "model": ...}``, an ``LLMEndpoint`` or a chat backend), else from the
+    ``AGENTFLOW_TOOLS_*`` / ``AGENTFLOW_LLM_*`` variables when they name an endpoint, else none.
     """
     if isinstance(entry, Tool):
         return entry
@@ -132,10 +136,49 @@ def build_tool(entry: str | Mapping[str, Any] | Tool, retriever_url: str | None 
         options, variant = split_variant_options(
             {key: value for key, value in entry.items() if key != "name"}
         )
-    if retriever_url is not None and canonical_tool_name(name) == "search":
+    factory = tool_factory(name)
+    takes_retriever = canonical_tool_name(name) == "search" or getattr(
+        factory, "uses_retriever", False
+    )
+    if retriever_url is not None and takes_retriever:
         options.setdefault("retriever_url", retriever_url)
-    tool = make_tool(name, **options)
+    if getattr(factory, "requires_llm", False):
+        _give_tool_llm(name, options)
+    tool = factory(**options)
     return tool if variant is None else with_variant(tool, variant)
+
+
+def _give_tool_llm(name: str, options: dict[str, Any]) -> None:
+    """Put the model a tool needs into its ``options["llm"]`` (left out when none is set)."""
+    llm = options.get("llm")
+    if llm is None:
+        llm = tools_endpoint_from_env()
+    elif isinstance(llm, Mapping):
+        llm = module_choice(llm, f"tool {name}")
+    if isinstance(llm, LLMEndpoint):
+        llm = as_backend(llm)
+    if llm is not None:
+        options["llm"] = llm
+
+
+def tools_endpoint_from_env(environ: Mapping[str, str] | None = None) -> LLMEndpoint | None:
+    """The tools' endpoint from ``AGENTFLOW_TOOLS_*`` over ``AGENTFLOW_LLM_*``, or ``None`` when
+    neither names a base URL or a model (a half-set endpoint is an error)."""
+    environ = os.environ if environ is None else environ
+    prefixes = (f"AGENTFLOW_{TOOLS_LLM_ROLE.upper()}_", "AGENTFLOW_LLM_")
+    if not any(environ.get(p + key) for p in prefixes for key in ("BASE_URL", "MODEL")):
+        return None
+    return LLMEndpoint.from_env(TOOLS_LLM_ROLE, environ)
+
+
+def _searches_locally(name: str) -> bool:
+    """The registered tool ``name`` searches a corpus (Search, or a retriever-backed tool)."""
+    if canonical_tool_name(name) == "search":
+        return True
+    try:
+        return bool(getattr(tool_factory(name), "uses_retriever", False))
+    except KeyError:
+        return False
 
 
 def check_dataset_corpus(
@@ -152,16 +195,17 @@ def check_dataset_corpus(
     remote = bool((retriever_url or os.environ.get(RETRIEVER_URL_ENV_VAR, "")).strip())
     for tool in tools:
         if isinstance(tool, Mapping):
-            local = canonical_tool_name(str(tool.get("name"))) == "search" and not (
+            local = _searches_locally(str(tool.get("name"))) and not (
                 remote or str(tool.get("retriever_url") or "").strip()
             )
         elif isinstance(tool, str):
-            local = canonical_tool_name(tool) == "search" and not remote
+            local = _searches_locally(tool) and not remote
         else:
-            local = isinstance(tool, SearchTool) and tool.remote is None
+            search = tool if isinstance(tool, SearchTool) else getattr(tool, "search", None)
+            local = isinstance(search, SearchTool) and search.remote is None
         if local:
             raise ValueError(
-                "dataset= without corpus= leaves the Search tool nothing to search: pass "
+                "dataset= without corpus= leaves the search tools nothing to search: pass "
                 "corpus= (a corpus JSONL), or retriever_url= (a retriever server, see "
-                "`agentflow-env serve-retriever`), or tools= without Search"
+                "`agentflow-env serve-retriever`), or tools= without a local search tool"
             )

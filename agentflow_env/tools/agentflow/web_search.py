@@ -1,0 +1,172 @@
+"""A client for Serper-compatible web search APIs.
+
+The protocol: ``POST {base}/search`` with the JSON body ``{"q": query, "num": n}`` and the key in
+the ``X-API-KEY`` header; the reply is a JSON object whose ``"organic"`` list holds the results
+(``{"title", "link", "snippet"}``), optionally with an ``"answerBox"``. google.serper.dev speaks
+it, and so can any stand-in. HTTP goes through httpx, like the retriever client
+(``agentflow_env.retrieval.remote``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+SEARCH_API_URL_ENV_VAR = "AGENTFLOW_SEARCH_API_URL"
+SEARCH_API_KEY_ENV_VAR = "AGENTFLOW_SEARCH_API_KEY"
+DEFAULT_SEARCH_API_URL = "https://google.serper.dev"
+API_KEY_HEADER = "X-API-KEY"
+RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
+
+
+class WebSearchError(RuntimeError):
+    """The search API could not be reached, refused the request or answered garbage."""
+
+
+@dataclass(frozen=True)
+class WebResult:
+    """One web result."""
+
+    title: str
+    link: str
+    snippet: str
+
+
+@dataclass(frozen=True)
+class WebResults:
+    """A search's results, best first, and the API's direct answer where it gave one."""
+
+    results: tuple[WebResult, ...]
+    answer: str | None = None
+
+
+def search_api_settings(url: str | None, key: str | None) -> tuple[str, str | None]:
+    """The API's base URL and key: the arguments, else the environment variables, else
+    google.serper.dev and no key."""
+    if url is None:
+        url = os.environ.get(SEARCH_API_URL_ENV_VAR, "")
+    if key is None:
+        key = os.environ.get(SEARCH_API_KEY_ENV_VAR, "")
+    url = url.strip() or DEFAULT_SEARCH_API_URL
+    if not url.startswith(("http://", "https://")):
+        raise ValueError(f"the search API URL must start with http:// or https://, got {url!r}")
+    return url, (key.strip() or None)
+
+
+class SerperClient:
+    """Asks one Serper-compatible API; retries connection errors, timeouts, 429 and 5xx."""
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str,
+        timeout_s: float = 10.0,
+        max_retries: int = 1,
+        backoff_s: float = 0.5,
+    ) -> None:
+        if timeout_s <= 0 or max_retries < 0 or backoff_s < 0:
+            raise ValueError("timeout_s must be > 0, max_retries and backoff_s >= 0")
+        base = base_url.rstrip("/")
+        self.endpoint = base if base.endswith("/search") else base + "/search"
+        self._api_key = api_key
+        self.timeout_s = timeout_s
+        self.max_retries = max_retries
+        self.backoff_s = backoff_s
+
+    def worst_case_s(self) -> float:
+        """How long ``search`` may take before it gives up (every try and wait)."""
+        waits = sum(self.backoff_s * 2**attempt for attempt in range(self.max_retries))
+        return (self.max_retries + 1) * self.timeout_s + waits
+
+    async def search(self, query: str, num: int) -> WebResults:
+        """The results for ``query``; ``WebSearchError`` when there are none to be had."""
+        headers = {API_KEY_HEADER: self._api_key, "Content-Type": "application/json"}
+        body = {"q": query, "num": num}
+        problem = "no answer"
+        async with httpx.AsyncClient(timeout=self.timeout_s) as client:
+            for attempt in range(self.max_retries + 1):
+                if attempt:
+                    await asyncio.sleep(self.backoff_s * 2 ** (attempt - 1))
+                try:
+                    response = await client.post(self.endpoint, json=body, headers=headers)
+                except httpx.TimeoutException:
+                    problem = f"timed out after {self.timeout_s:g} s"
+                    continue
+                except httpx.TransportError as error:
+                    problem = f"{type(error).__name__}: {error}".rstrip(": ")
+                    continue
+                if response.status_code in RETRYABLE_STATUS:
+                    problem = f"HTTP {response.status_code}: {response.text[:200]}"
+                    continue
+                if response.status_code != 200:
+                    raise WebSearchError(
+                        f"the search API at {self.endpoint} refused the request: "
+                        f"HTTP {response.status_code}: {response.text[:200]}"
+                    )
+                try:
+                    payload = response.json()
+                except ValueError:
+                    raise WebSearchError(
+                        f"the search API at {self.endpoint} answered with non-JSON: "
+                        f"{response.text[:200]!r}"
+                    ) from None
+                found = parse_results(payload, self.endpoint)
+                return WebResults(found.results[: max(num, 0)], found.answer)
+        raise WebSearchError(
+            f"the search API at {self.endpoint} is unreachable after "
+            f"{self.max_retries + 1} tries (last: {problem})"
+        )
+
+
+def parse_results(payload: Any, where: str = "the search API") -> WebResults:
+    """A Serper reply as ``WebResults``; ``WebSearchError`` if it is not one."""
+    if not isinstance(payload, Mapping):
+        raise WebSearchError(f"{where} sent a malformed answer: expected a JSON object")
+    organic = payload.get("organic")
+    if organic is None:
+        message = payload.get("message") or payload.get("error")
+        detail = f": {str(message)[:200]}" if message else ""
+        raise WebSearchError(f"{where} sent no 'organic' results{detail}")
+    if not isinstance(organic, list):
+        raise WebSearchError(f"{where} sent a malformed answer: 'organic' is not a list")
+    results = []
+    for item in organic:
+        if not isinstance(item, Mapping):
+            raise WebSearchError(f"{where} sent a malformed result: {item!r:.80}")
+        title, link, snippet = (_text(item.get(key)) for key in ("title", "link", "snippet"))
+        if title or link or snippet:
+            results.append(WebResult(title, link, snippet))
+    return WebResults(tuple(results), _answer(payload.get("answerBox")))
+
+
+def _text(value: Any) -> str:
+    return " ".join(value.split()) if isinstance(value, str) else ""
+
+
+def _answer(box: Any) -> str | None:
+    if not isinstance(box, Mapping):
+        return None
+    for key in ("answer", "snippet"):
+        text = _text(box.get(key))
+        if text:
+            return text
+    return None
+
+
+__all__ = [
+    "API_KEY_HEADER",
+    "DEFAULT_SEARCH_API_URL",
+    "SEARCH_API_KEY_ENV_VAR",
+    "SEARCH_API_URL_ENV_VAR",
+    "SerperClient",
+    "WebResult",
+    "WebResults",
+    "WebSearchError",
+    "parse_results",
+    "search_api_settings",
+]
