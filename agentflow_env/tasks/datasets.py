@@ -1,7 +1,12 @@
 """Real QA data from files: the formats users bring (see DESIGN.md, "Data formats").
 
 - FlashRAG / Search-R1 QA JSONL: one ``{"id", "question", "golden_answers": [...]}`` per line.
-- AgentFlow test JSON: a list of ``{"pid", "query" or "question", "answer": str | list}``.
+- AgentFlow test JSON: a list of ``{"pid", "query" and/or "question", "answer", ...}``. The
+  question is ``query`` when present (the text AgentFlow sends its solver: it may carry the
+  choices or an ``<answer>`` tag instruction), else ``question``. ``answer`` is a string, a number,
+  a list, or a string holding a list of strings (``"['x', 'y']"``, parsed as a literal, never run).
+  Every other field (``choices``, ``options``, ``idx``, ``Level``, a list-valued ``question``,
+  ...) lands in ``Task.metadata`` as a string (containers as JSON text, ``None`` as ``""``).
 - Parquet with the JSONL fields (needs ``pyarrow``, imported only for Parquet files).
 
 Their corpora (wiki-18 style JSONL) are read by ``agentflow_env.retrieval.corpus``.
@@ -12,6 +17,8 @@ Files may be gzipped (``.gz``). Errors (``DatasetError``) name the file and the 
 
 from __future__ import annotations
 
+import ast
+import dataclasses
 import json
 import os
 from collections.abc import Iterator, Mapping
@@ -22,11 +29,12 @@ from agentflow_env.base.errors import DatasetError
 from agentflow_env.base.jsonl import Record, as_object, open_text, read_jsonl
 from agentflow_env.retrieval.corpus import Corpus, resolve_corpus
 from agentflow_env.tasks.base import ListTaskSource, Task
+from agentflow_env.tasks.scoring import with_answer_tag_instruction
 
 PathLike = str | os.PathLike[str]
 FORMATS = ("jsonl", "json", "parquet")
 
-_QUESTION_KEYS = ("question", "query")
+_QUESTION_KEYS = ("query", "question")  # AgentFlow sends "query" when a record has both
 _ANSWER_KEYS = ("golden_answers", "answer", "answers")
 _ID_KEYS = ("id", "pid", "qid", "_id")
 _SPLIT_WORDS = {"train": "train", "dev": "dev", "val": "dev", "valid": "dev", "test": "test"}
@@ -39,13 +47,15 @@ def load_tasks(
     split: str | None = None,
     limit: int | None = None,
     format: str | None = None,
+    answer_tag_suffix: bool = False,
 ) -> list[Task]:
     """Read QA tasks from ``path`` (format from the extension, else sniffed from the content).
 
     Each task gets every gold alias as a string, ``kind="qa"``, ``hops`` from a ``hops`` field
     (default 1) and ``corpus``. Its split is ``split`` if given, else the record's ``split`` field,
     else a split word in the file name (train/dev/val/test), else ``"test"``. ``limit`` keeps the
-    first tasks only.
+    first tasks only. ``answer_tag_suffix`` appends ``ANSWER_TAG_INSTRUCTION`` to every question
+    that does not already ask for ``<answer>`` tags (as AgentFlow does for its training questions).
     """
     if limit is not None and limit < 1:
         raise ValueError(f"limit must be >= 1, got {limit}")
@@ -53,7 +63,10 @@ def load_tasks(
     default_split = split or _split_from_name(file)
     tasks: list[Task] = []
     for index, (where, record) in enumerate(_records(file, format or _detect_format(file))):
-        tasks.append(_to_task(record, file, where, index, corpus, split, default_split))
+        task = _to_task(record, file, where, index, corpus, split, default_split)
+        if answer_tag_suffix:
+            task = dataclasses.replace(task, question=with_answer_tag_instruction(task.question))
+        tasks.append(task)
         if limit is not None and len(tasks) >= limit:
             break
     if not tasks:
@@ -65,7 +78,7 @@ class DatasetTaskSource(ListTaskSource):
     """Tasks from a data file, sampled uniformly.
 
     ``corpus`` is a ``Corpus`` or the path of a corpus JSONL (loaded once per process and shared
-    by every source that names the same unchanged file).
+    by every source that names the same unchanged file). ``answer_tag_suffix`` is ``load_tasks``'s.
     """
 
     def __init__(
@@ -75,11 +88,19 @@ class DatasetTaskSource(ListTaskSource):
         split: str | None = None,
         limit: int | None = None,
         format: str | None = None,
+        answer_tag_suffix: bool = False,
     ) -> None:
         self.path = Path(path)
         self.corpus = resolve_corpus(corpus)
         super().__init__(
-            load_tasks(path, corpus=self.corpus, split=split, limit=limit, format=format)
+            load_tasks(
+                path,
+                corpus=self.corpus,
+                split=split,
+                limit=limit,
+                format=format,
+                answer_tag_suffix=answer_tag_suffix,
+            )
         )
 
 
@@ -197,7 +218,7 @@ def _to_task(
     id_key = next((k for k in _ID_KEYS if record.get(k) is not None), None)
     task_id = str(record[id_key]) if id_key else f"{file.name.split('.')[0]}-{index}"
     used = {question_key, answers_key, id_key, "hops", "split"}
-    extra = {k: v for k, v in record.items() if k not in used}
+    extra = {str(k): _metadata_text(v) for k, v in record.items() if k not in used}
     return Task(
         task_id=task_id,
         question=question.strip(),
@@ -225,6 +246,8 @@ def _find_answers(record: Mapping[str, Any]) -> tuple[str | None, Any]:
 
 def _answer_aliases(value: Any) -> tuple[str, ...] | None:
     """Every alias as a stripped string; ``None`` if ``value`` has the wrong type."""
+    if isinstance(value, str):
+        value = _listed_strings(value) or value
     items = list(value) if isinstance(value, list | tuple) else [value]
     aliases: list[str] = []
     for item in items:
@@ -234,6 +257,37 @@ def _answer_aliases(value: Any) -> tuple[str, ...] | None:
         if text and text not in aliases:
             aliases.append(text)
     return tuple(aliases)
+
+
+def _listed_strings(text: str) -> list[str] | None:
+    """The strings of a list written as text (``"['a', "b"]"``, Python or JSON quoting), else
+    ``None``. Parsed as a literal, never evaluated. Only lists of strings count: ``"[0, 1]"`` may
+    be an answer in its own right (an interval), so it stays one alias."""
+    stripped = text.strip()
+    if not (stripped.startswith("[") and stripped.endswith("]")):
+        return None
+    try:
+        value = ast.literal_eval(stripped)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        try:
+            value = json.loads(stripped)
+        except (ValueError, RecursionError):
+            return None
+    if isinstance(value, list) and value and all(isinstance(item, str) for item in value):
+        return value
+    return None
+
+
+def _metadata_text(value: Any) -> str:
+    """A record field as metadata text: strings as they are, ``None`` as ``""``, containers as
+    JSON, anything else through ``str``."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return ""
+    if isinstance(value, Mapping | list | tuple):
+        return json.dumps(value, ensure_ascii=False, default=str)
+    return str(value)
 
 
 def _split_from_name(file: Path) -> str:

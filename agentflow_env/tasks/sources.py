@@ -119,9 +119,13 @@ def dataset_source(
     limit: int | None = None,
     index_cache_dir: str | os.PathLike[str] | None = None,
     warm_index: bool = True,
+    answer_tag_suffix: bool = False,
 ) -> TaskSource:
-    """Tasks from a QA file; its corpus gets a BM25 index cached on disk and shared in-process."""
-    source = DatasetTaskSource(dataset, corpus=corpus, split=split, limit=limit)
+    """Tasks from a QA file; its corpus gets a BM25 index cached on disk and shared in-process.
+    ``answer_tag_suffix`` asks each question for an answer in ``<answer>`` tags."""
+    source = DatasetTaskSource(
+        dataset, corpus=corpus, split=split, limit=limit, answer_tag_suffix=answer_tag_suffix
+    )
     if warm_index and source.corpus is not None:
         load_or_build_index(source.corpus, index_cache_dir)
     return source

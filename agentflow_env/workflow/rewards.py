@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from agentflow_env.tasks.scoring import exact_match, f1_score
+from agentflow_env.tasks.scoring import exact_match, extract_tagged_answer, f1_score
 
 SCORERS = {"exact_match": exact_match, "f1": f1_score}
 
@@ -26,8 +26,16 @@ class RewardConfig:
             )
 
 
+def scored_answer(answer: str | None) -> str | None:
+    """The part of a final answer that is scored: the last ``<answer>...</answer>`` content when
+    the answer holds tags (``extract_tagged_answer``), else the whole answer."""
+    tagged = extract_tagged_answer(answer)
+    return answer if tagged is None else tagged
+
+
 def answer_score(answer: str | None, gold_answers: Sequence[str], reward: str) -> float:
-    return float(SCORERS[reward](answer, list(gold_answers)))
+    """``scored_answer(answer)`` scored against the gold aliases by the scorer ``reward`` names."""
+    return float(SCORERS[reward](scored_answer(answer), list(gold_answers)))
 
 
 def terminal_reward(score: float, metrics: Mapping[str, float], config: RewardConfig) -> float:
