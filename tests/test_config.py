@@ -105,7 +105,10 @@ def test_the_literal_choices_match_what_the_layers_below_accept() -> None:
             {"reward": "bleu"},
             "reward must be one of ['exact_match', 'f1', 'llm_judge'], got 'bleu'",
         ),
-        ({"prompt_style": "tiny"}, "prompt_style must be one of ['full', 'compact'], got 'tiny'"),
+        (
+            {"prompt_style": "tiny"},
+            "prompt_style must be one of ['full', 'compact', 'agentflow'], got 'tiny'",
+        ),
         (
             {"observation_mode": "raw"},
             "observation_mode must be one of ['structured', 'flat'], got 'raw'",

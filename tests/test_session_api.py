@@ -244,6 +244,7 @@ def test_enum_values_are_todays_strings() -> None:
         "module_error",
         "prompt_budget",
         "total_budget",
+        "time_limit",
     }
     assert VerificationStatus("STOP") is VerificationStatus.STOP
     assert EndReason.VERIFIER_STOP == "verifier_stop"

@@ -87,7 +87,11 @@ class AgentFlowEnv(gym.Env[dict[str, Any], PlannerInput]):
         self.config: EnvConfig = config
         self.task_source: TaskSource = config.make_task_source()
         self.tools = ToolSet([build_tool(t, config.retriever_url) for t in config.tools])
-        self.modules = build_modules(modules_spec(config.modules), endpoint=config.llm_endpoint)
+        self.modules = build_modules(
+            modules_spec(config.modules),
+            endpoint=config.llm_endpoint,
+            prompt_style=config.prompt_style,
+        )
         judge = config.judge
         if config.reward == "llm_judge" and judge is None:
             judge = LLMJudge(LLMEndpoint.from_env("judge"))
@@ -101,6 +105,9 @@ class AgentFlowEnv(gym.Env[dict[str, Any], PlannerInput]):
             tool_timeout_s=config.tool_timeout_s,
             max_tool_output_chars=config.max_tool_output_chars,
             prompt_style=config.prompt_style,
+            show_sub_questions=config.show_sub_questions,
+            verify_invalid_turns=config.verify_invalid_turns,
+            time_limit_s=config.time_limit_s,
             observation_mode=config.observation_mode,
             max_action_tokens=config.max_action_tokens,
             max_prompt_tokens=config.max_prompt_tokens,

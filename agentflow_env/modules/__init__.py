@@ -12,6 +12,12 @@ from collections.abc import Mapping
 
 from agentflow_env.base.errors import ModuleError
 from agentflow_env.llm.client import LLMEndpoint
+from agentflow_env.modules.agentflow_llm import (
+    AgentFlowExecutor,
+    AgentFlowGeneralist,
+    AgentFlowInitializer,
+    AgentFlowVerifier,
+)
 from agentflow_env.modules.llm import LLMExecutor, LLMGeneralist, LLMInitializer, LLMVerifier
 from agentflow_env.modules.rule import RuleExecutor, RuleGeneralist, RuleInitializer, RuleVerifier
 from agentflow_env.workflow.frozen_modules import (
@@ -37,10 +43,19 @@ _LLM = {
     "verifier": LLMVerifier,
     "generalist": LLMGeneralist,
 }
+_AGENTFLOW_LLM = {
+    "initializer": AgentFlowInitializer,
+    "executor": AgentFlowExecutor,
+    "verifier": AgentFlowVerifier,
+    "generalist": AgentFlowGeneralist,
+}
 
 
 def build_modules(
-    spec: str | Mapping[str, object] | Modules = "rule", *, endpoint: object = None
+    spec: str | Mapping[str, object] | Modules = "rule",
+    *,
+    endpoint: object = None,
+    prompt_style: str = "full",
 ) -> Modules:
     """Build the four modules from ``"rule"``, ``"llm"``, a per-role mapping, or a ``Modules``.
 
@@ -49,6 +64,8 @@ def build_modules(
     ``endpoint`` serves the ``"llm"`` roles: an ``LLMEndpoint`` or chat backend (e.g.
     ``VLLMEngine``) for all of them, or a mapping role -> endpoint. Without one, an ``"llm"`` role
     reads ``AGENTFLOW_<ROLE>_*`` / ``AGENTFLOW_LLM_*`` environment variables.
+    With ``prompt_style="agentflow"`` the LLM modules speak AgentFlow's formats
+    (``agentflow_env.modules.agentflow_llm``).
     """
     if isinstance(spec, Modules):
         return spec
@@ -65,7 +82,7 @@ def build_modules(
             built[role] = _RULE[role]()
         elif choice == "llm" or _is_endpoint(choice):
             target = choice if choice != "llm" else _role_endpoint(endpoint, role)
-            built[role] = _llm_module(role, target)
+            built[role] = _llm_module(role, target, prompt_style)
         elif isinstance(choice, str):
             raise ValueError(f"unknown backend {choice!r} for the {role}; available: 'rule', 'llm'")
         else:
@@ -85,8 +102,9 @@ def _role_endpoint(endpoint: object, role: str) -> object:
     return LLMEndpoint.from_env(role)
 
 
-def _llm_module(role: str, target: object) -> object:
-    return _LLM[role](target)  # type: ignore[arg-type]
+def _llm_module(role: str, target: object, prompt_style: str) -> object:
+    classes = _AGENTFLOW_LLM if prompt_style == "agentflow" else _LLM
+    return classes[role](target)  # type: ignore[arg-type]
 
 
 __all__ = [

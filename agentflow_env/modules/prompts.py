@@ -306,7 +306,7 @@ def _unwrapped(obj: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 _ANSWER_LINE = re.compile(
-    r"^[\s#>*_\-]*(?:final[ _]answer|short[ _]answer|answer)[\s*_]*[:\uff1a](?P<value>.*)$",
+    r"^[\s#>*_\-\d.)]*(?:final[ _]answer|short[ _]answer|answer)[\s*_]*[:\uff1a](?P<value>.*)$",
     re.IGNORECASE,
 )
 _BOXED = re.compile(r"\\boxed\{([^{}]{1,200})\}")

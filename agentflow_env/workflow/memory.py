@@ -15,6 +15,7 @@ from typing import Any
 
 from agentflow_env.base.untrusted import shorten
 from agentflow_env.tasks.base import Evidence
+from agentflow_env.tools.registry import ToolSet
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,10 @@ class QueryAnalysis:
     constraints: tuple[str, ...] = ()
     sub_questions: tuple[str, ...] = ()
     tools: tuple[str, ...] = ()
+    skills: tuple[str, ...] = ()
+    text: str = ""
+    """The analysis as its model wrote it (AgentFlow's four sections); the ``agentflow`` prompt
+    style shows it verbatim. Empty for analyses built from fields (the rule initializer)."""
 
     def as_dict(self) -> dict[str, Any]:
         """The four analysis fields as plain data (subclasses' extra fields left out)."""
@@ -120,8 +125,10 @@ class Event:
 class Memory:
     """The episode's memory: query, analysis, entries and the event log behind them."""
 
-    def __init__(self, query: str) -> None:
+    def __init__(self, query: str, tools: ToolSet | None = None) -> None:
         self.query = query
+        self.tools = tools
+        """The episode's tools (modules that show the toolbox, e.g. AgentFlow's verifier)."""
         self.analysis: QueryAnalysis | None = None
         self._entries: list[MemoryEntry] = []
         self._events: list[Event] = []
@@ -146,7 +153,7 @@ class Memory:
 
     def preview(self, entry: MemoryEntry) -> Memory:
         """A copy with ``entry`` appended, for modules that judge a turn before it is recorded."""
-        copy = Memory(self.query)
+        copy = Memory(self.query, self.tools)
         copy.analysis = self.analysis
         copy._entries = [*self._entries, entry]
         copy._events = list(self._events)
@@ -154,7 +161,7 @@ class Memory:
 
     def prefix(self, turns: int) -> Memory:
         """A copy holding only the first ``turns`` entries (what memory was after that turn)."""
-        copy = Memory(self.query)
+        copy = Memory(self.query, self.tools)
         copy.analysis = self.analysis
         copy._entries = self._entries[:turns]
         copy._events = [e for e in self._events if e.turn <= turns]

@@ -121,6 +121,7 @@ class PromptView:
     tools: ToolSet
     max_turns: int
     style: str = "full"
+    show_sub_questions: bool = True
     final_text: str | None = None
     """The generalist's text once the episode is over; ``None`` while it runs."""
 
@@ -132,7 +133,12 @@ class PromptView:
     def messages(self) -> list[Message]:
         """The structured prompt's messages for the next turn, rendered from memory."""
         return planner_messages(
-            self.memory, self.tools, self.next_turn, self.max_turns, style=self.style
+            self.memory,
+            self.tools,
+            self.next_turn,
+            self.max_turns,
+            style=self.style,
+            show_sub_questions=self.show_sub_questions,
         )
 
 
@@ -210,7 +216,12 @@ class FlatObservations(ObservationMode):
         """The user turn that follows an action: the step's result, or the episode's end."""
         if view.final_text is not None:
             return "The episode is over. " + view.final_text
-        return step_feedback(view.memory, view.next_turn, view.max_turns)
+        return step_feedback(
+            view.memory,
+            view.next_turn,
+            view.max_turns,
+            show_open_questions=view.show_sub_questions,
+        )
 
     def feedback_info(self, feedback: Observation) -> dict[str, Any]:
         return {"feedback_text": feedback.text, "feedback_token_ids": list(feedback.token_ids)}

@@ -25,6 +25,8 @@ class EndReason(str, Enum):
     """The next prompt is longer than ``max_prompt_tokens``."""
     TOTAL_BUDGET = "total_budget"
     """The grown conversation is longer than ``max_total_tokens`` (flat observations)."""
+    TIME_LIMIT = "time_limit"
+    """The episode ran longer than ``time_limit_s`` (wall clock, from its start)."""
 
     def __str__(self) -> str:
         return str(self.value)

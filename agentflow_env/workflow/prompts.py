@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from agentflow_env.base.tokens import ChatTokenizer
 from agentflow_env.base.untrusted import shorten
 from agentflow_env.tools.registry import ToolSet
+from agentflow_env.workflow.agentflow_format import agentflow_planner_messages
 from agentflow_env.workflow.memory import Memory
 
 Message = dict[str, str]
@@ -31,23 +34,53 @@ Tool Name: <tool>"""
 
 
 def planner_messages(
-    memory: Memory, tools: ToolSet, turn: int, max_turns: int, *, style: str = "full"
+    memory: Memory,
+    tools: ToolSet,
+    turn: int,
+    max_turns: int,
+    *,
+    style: str = "full",
+    show_sub_questions: bool = True,
 ) -> list[Message]:
-    """Messages for the planner's next turn (``turn`` counts from 1)."""
+    """Messages for the planner's next turn (``turn`` counts from 1).
+
+    ``style``: ``"full"`` (this project's prompt), ``"compact"`` or ``"agentflow"`` (AgentFlow's
+    own format, ``agentflow_format``). ``show_sub_questions``: the analysis's sub-questions and
+    the verifier's open questions appear in the prompt (a hint AgentFlow never gives).
+    """
+    if style == "agentflow":
+        return agentflow_planner_messages(memory, tools, show_sub_questions=show_sub_questions)
     template = COMPACT_SYSTEM if style == "compact" else PLANNER_SYSTEM
     system = template.format(tool_cards=tools.cards_text(), tool_names=", ".join(tools.names))
     return [
         {"role": "system", "content": system},
-        {"role": "user", "content": user_message(memory, turn, max_turns, style=style)},
+        {
+            "role": "user",
+            "content": user_message(
+                memory, turn, max_turns, style=style, show_sub_questions=show_sub_questions
+            ),
+        },
     ]
 
 
-def user_message(memory: Memory, turn: int, max_turns: int, *, style: str = "full") -> str:
+def user_message(
+    memory: Memory,
+    turn: int,
+    max_turns: int,
+    *,
+    style: str = "full",
+    show_sub_questions: bool = True,
+) -> str:
     if style == "compact":
         history = memory.render(keep_full=2, max_old_result_chars=200)
         return f"Query: {memory.query}\n\n{history}\n\nStep {turn}:"
-    analysis = memory.analysis.render() if memory.analysis else ""
-    open_questions = memory.open_questions()
+    analysis = ""
+    if memory.analysis is not None:
+        shown = memory.analysis
+        if not show_sub_questions:
+            shown = dataclasses.replace(shown, sub_questions=())
+        analysis = shown.render()
+    open_questions = memory.open_questions() if show_sub_questions else ()
     parts = [f"Query: {memory.query}"]
     if analysis:
         parts.append(f"Query analysis:\n{analysis}")
@@ -58,7 +91,9 @@ def user_message(memory: Memory, turn: int, max_turns: int, *, style: str = "ful
     return "\n\n".join(parts)
 
 
-def step_feedback(memory: Memory, turn: int, max_turns: int) -> str:
+def step_feedback(
+    memory: Memory, turn: int, max_turns: int, *, show_open_questions: bool = True
+) -> str:
     """What the planner is told after a turn when the history grows (flat mode)."""
     entry = memory.entries[-1]
     lines = [f"Step {entry.turn} result ({entry.selected_tool or 'no tool'}):"]
@@ -67,7 +102,7 @@ def step_feedback(memory: Memory, turn: int, max_turns: int) -> str:
     if entry.tool_result:
         lines.append(entry.tool_result)
     lines.append(f"Verification: {entry.verification_status}")
-    if entry.open_questions:
+    if entry.open_questions and show_open_questions:
         lines.append("Open questions: " + " | ".join(entry.open_questions))
     lines.append(f"Step {turn} of at most {max_turns}: choose the next tool call.")
     return "\n".join(lines)

@@ -36,7 +36,12 @@ from agentflow_env.workflow.observations import (
 )
 from agentflow_env.workflow.outcome import EndReason, EpisodeMetrics, EpisodeOutcome
 from agentflow_env.workflow.prompts import Message
-from agentflow_env.workflow.rewards import RewardConfig, answer_score, terminal_reward
+from agentflow_env.workflow.rewards import (
+    RewardConfig,
+    answer_score,
+    scored_answer,
+    terminal_reward,
+)
 from agentflow_env.workflow.trajectory import Trajectory, TurnRecord
 from agentflow_env.workflow.turn_log import EpisodeLogger, TurnLog
 
@@ -69,6 +74,7 @@ class EpisodeOverError(RuntimeError):
 
 DEFAULT_MAX_ACTION_TOKENS = 2048
 """Safe default cap on one planner action (a policy exploring can emit megabytes)."""
+PROMPT_STYLES = ("full", "compact", "agentflow")
 DEFAULT_MAX_PROMPT_TOKENS = 32768
 """Safe default cap on one observation; a longer one truncates the episode ("prompt_budget")."""
 
@@ -86,6 +92,14 @@ class SessionConfig:
     max_prompt_tokens: int | None = DEFAULT_MAX_PROMPT_TOKENS
     max_total_tokens: int | None = None
     judge: AnswerJudge | None = None
+    show_sub_questions: bool = True
+    """The analysis's sub-questions and the verifier's open questions appear in the planner's
+    prompt (with rule modules they come from the task: a hint AgentFlow never gives)."""
+    verify_invalid_turns: bool = False
+    """The verifier also judges a turn whose action named no usable tool (AgentFlow does)."""
+    time_limit_s: float | None = None
+    """Wall-clock seconds an episode may run from its start; the turn that ends past it ends the
+    episode (``end_reason="time_limit"``), as AgentFlow's evaluation limit does."""
     budget_curve: bool = False
     """Add ``success_by_budget`` to the diagnostics at the end (``Session.success_by_budget``:
     one generalist call per budget shorter than the episode)."""
@@ -93,8 +107,12 @@ class SessionConfig:
     def __post_init__(self) -> None:
         if self.max_turns < 1:
             raise ValueError(f"max_turns must be >= 1, got {self.max_turns}")
-        if self.prompt_style not in ("full", "compact"):
-            raise ValueError(f"prompt_style must be 'full' or 'compact', got {self.prompt_style!r}")
+        if self.prompt_style not in PROMPT_STYLES:
+            raise ValueError(
+                f"prompt_style must be one of {list(PROMPT_STYLES)}, got {self.prompt_style!r}"
+            )
+        if self.time_limit_s is not None and not self.time_limit_s > 0:
+            raise ValueError(f"time_limit_s must be positive or None, got {self.time_limit_s}")
         check_observation_mode(self.observation_mode)
         for name in ("max_action_tokens", "max_prompt_tokens", "max_total_tokens"):
             value = getattr(self, name)
@@ -149,7 +167,7 @@ class Session:
         self.observations = observations or make_observations(
             self.config.observation_mode, self.prompt_encoder
         )
-        self.memory = Memory(task.question)
+        self.memory = Memory(task.question, tools)
         self.tool_context = ToolContext(corpus=task.corpus, seed=seed)
         self._metrics = EpisodeMetrics()
         self._done = False
@@ -162,6 +180,7 @@ class Session:
         self.seed = seed
         self.logger = EpisodeLogger(log, log_context)
         self._turn_latency: dict[str, float] = {}
+        self._started_at = time.monotonic()
 
     # -- the episode so far ------------------------------------------------------------------
     @property
@@ -201,6 +220,7 @@ class Session:
 
     async def start(self) -> tuple[Observation, dict[str, Any]]:
         """Run the initializer and return the first planner observation."""
+        self._started_at = time.monotonic()
         try:
             analysis = _expect(
                 await self._timed(
@@ -256,6 +276,8 @@ class Session:
             end_reason = EndReason.MODULE_ERROR
         elif not terminated and turn >= self.config.max_turns:
             end_reason = EndReason.MAX_TURNS
+        elif not terminated and self._past_time_limit():
+            end_reason = EndReason.TIME_LIMIT
         if end_reason is None:
             self._observation, feedback = self._next_observation(prompt, read)
             end_reason = self._budget_exceeded(self._observation)
@@ -302,13 +324,17 @@ class Session:
         try:
             action = parse_planner_action(action_text)
         except ActionParseError as exc:
-            return self._invalid_entry(turn, None, f"malformed action: {exc}")
+            return await self._verified_invalid(
+                self._invalid_entry(turn, None, f"malformed action: {exc}")
+            )
         tool = self.tools.get(action.tool_name)
         if tool is None:
             known = ", ".join(self.tools.names)
             name = shorten(action.tool_name, 80)
-            return self._invalid_entry(
-                turn, action, f"unknown tool {name!r}; available tools: {known}"
+            return await self._verified_invalid(
+                self._invalid_entry(
+                    turn, action, f"unknown tool {name!r}; available tools: {known}"
+                )
             )
 
         try:
@@ -447,6 +473,25 @@ class Session:
             errors=(error,),
         )
 
+    async def _verified_invalid(self, entry: MemoryEntry) -> MemoryEntry:
+        """With ``verify_invalid_turns``, the verifier judges a turn that named no usable tool
+        too (as AgentFlow's does): it may still say STOP on what earlier turns found."""
+        if not self.config.verify_invalid_turns:
+            return entry
+        status, open_questions, errors = await self._verify(entry.turn, entry)
+        if status == VerificationStatus.CONTINUE:
+            status = VerificationStatus.INVALID
+        return dataclasses.replace(
+            entry,
+            verification_status=status,
+            open_questions=open_questions,
+            errors=entry.errors + errors,
+        )
+
+    def _past_time_limit(self) -> bool:
+        limit = self.config.time_limit_s
+        return limit is not None and time.monotonic() - self._started_at > limit
+
     def _count_call(self, result: ToolResult) -> None:
         self._metrics.tool_calls += 1
         if not result.ok:
@@ -524,7 +569,9 @@ class Session:
                 await self._timed(
                     "judge",
                     self.turn,
-                    self.config.judge.judge(self.task.question, answer, self.task.gold_answers),
+                    self.config.judge.judge(
+                        self.task.question, scored_answer(answer), self.task.gold_answers
+                    ),
                 )
             )
             if not 0.0 <= verdict <= 1.0:
@@ -629,6 +676,7 @@ class Session:
             self.tools,
             self.config.max_turns,
             style=self.config.prompt_style,
+            show_sub_questions=self.config.show_sub_questions,
             final_text=self._outcome.final_text if self._outcome else None,
         )
 

@@ -13,7 +13,7 @@ Split = Literal["train", "test"]
 WorldSize = Literal["default", "small"]
 ModuleBackend = Literal["rule", "llm"]
 RewardName = Literal["exact_match", "f1", "llm_judge"]
-PromptStyle = Literal["full", "compact"]
+PromptStyle = Literal["full", "compact", "agentflow"]
 ObservationMode = Literal["structured", "flat"]
 
 DEFAULT_TOOLS: tuple[str, ...] = ("Search", "Calculator")

@@ -225,7 +225,7 @@ def _argument_kwargs(
         text += f" (default: {default})"
     kwargs: dict[str, Any] = {"help": text.replace("%", "%%")}
     if option.kind == "flag":
-        kwargs["action"] = "store_true"
+        kwargs["action"] = argparse.BooleanOptionalAction  # --name and --no-name
     elif option.choices is not None:
         choices: list[str] = []
         for hint in hints.values():

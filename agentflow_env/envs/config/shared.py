@@ -26,6 +26,7 @@ from agentflow_env.envs.config.fields import (
     setting,
     type_hints,
 )
+from agentflow_env.envs.config.presets import Preset, with_preset
 from agentflow_env.tasks.base import TaskSource
 from agentflow_env.tools.base import Tool
 from agentflow_env.workflow.frozen_modules import Modules
@@ -116,6 +117,26 @@ class EnvConfig(abc.ABC):
     )
     # -- episode
     max_turns: int = setting(10, help="planner turns per episode", section="episode", minimum=1)
+    time_limit_s: float | None = setting(
+        None,
+        help="wall-clock seconds per episode; the turn that ends past it ends the episode "
+        "(end_reason time_limit)",
+        section="episode",
+        minimum=0,
+        none_means="no limit",
+    )
+    verify_invalid_turns: bool = setting(
+        False,
+        help="the verifier also judges turns that named no usable tool (as AgentFlow's does)",
+        section="episode",
+    )
+    preset: Preset | None = setting(
+        None,
+        help="settings that reproduce another setup (agentflow_eval, agentflow_train: "
+        "AgentFlow's prompts, tools, modules and limits); settings given beside it win",
+        section="episode",
+        none_means="none",
+    )
     log_path: str | None = setting(
         None,
         help="append every episode's turns to this JSON Lines trajectory log as they happen "
@@ -134,7 +155,14 @@ class EnvConfig(abc.ABC):
     )
     prompt_style: PromptStyle = setting(
         "full",
-        help="planner prompt: AgentFlow-like with tool cards, or compact",
+        help="planner prompt: this project's (tool cards, memory, step counter), compact, or "
+        "agentflow (AgentFlow's own format, for planners trained with its code)",
+        section="observations",
+    )
+    show_sub_questions: bool = setting(
+        True,
+        help="show the query analysis's sub-questions and the verifier's open questions to the "
+        "planner (rule modules take them from the task: a hint AgentFlow never gives)",
         section="observations",
     )
     observation_mode: ObservationMode = setting(
@@ -271,7 +299,7 @@ class EnvConfig(abc.ABC):
                 f"{cls.variant()} has no setting {', '.join(f'{n}=' for n in unknown)}; "
                 f"its settings are {', '.join(cls.settings())}"
             )
-        out = {name: value for name, value in settings.items() if name in own}
+        out = with_preset({name: value for name, value in settings.items() if name in own}, own)
         for alias, target in cls.aliases.items():
             value = settings.get(alias)
             if value is None:

@@ -92,6 +92,12 @@ class SearchEnvConfig(EnvConfig):
     dataset_limit: int | None = setting(
         None, help="keep only the first N tasks of the dataset", section="dataset", minimum=1
     )
+    answer_tag_suffix: bool = setting(
+        False,
+        help="append the instruction to answer inside <answer></answer> tags to each question "
+        "(AgentFlow's training setup)",
+        section="dataset",
+    )
     index_cache_dir: str | os.PathLike[str] | None = setting(
         None,
         help="where the dataset corpus's BM25 index is cached",
@@ -111,6 +117,8 @@ class SearchEnvConfig(EnvConfig):
             for name in ("dataset_split", "dataset_limit", "index_cache_dir")
             if getattr(self, name) is not None
         ]
+        if self.answer_tag_suffix:
+            stray.append("answer_tag_suffix")
         if stray and origin != "dataset=":
             raise ValueError(f"{', '.join(f'{n}=' for n in stray)} only apply with dataset=")
         if origin is None:
@@ -143,6 +151,7 @@ class SearchEnvConfig(EnvConfig):
                 limit=self.dataset_limit,
                 index_cache_dir=self.index_cache_dir,
                 warm_index=not self.retriever_url,
+                answer_tag_suffix=self.answer_tag_suffix,
             )
         return synthetic_source(
             world_seed=self.world_seed,

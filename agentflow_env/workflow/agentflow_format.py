@@ -1,0 +1,213 @@
+"""The planner's view in AgentFlow's own formats (``prompt_style="agentflow"``).
+
+A planner trained with AgentFlow's code reads one user message under a plain system prompt, with
+the query, its analysis, the tool names as a Python list, the toolbox metadata as a Python dict
+and the previous steps as a Python dict ``{'Action Step n': {tool_name, sub_goal, command,
+result}}``, then instructions, the response format and rules. What must match for a trained
+planner to recognise its prompt, and is reproduced exactly here: the system prompt, the section
+headers and their order, the field names and the renderings of the tool list, the metadata dict
+(its keys, the ``"<type> - <description>"`` input types and the ``execution =
+tool.execute(...)`` demo commands) and the memory dict (full results, no verifier output, no open
+questions, no step counter). The sentences of the task, instructions and rules are this
+project's own wording of the same requests; tool descriptions are the tools' own cards.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from agentflow_env.tools.base import Tool
+from agentflow_env.tools.registry import ToolSet
+from agentflow_env.workflow.memory import Memory, MemoryEntry, QueryAnalysis, VerificationStatus
+
+__all__ = [
+    "AGENTFLOW_SYSTEM",
+    "NO_TOOL_COMMAND",
+    "NO_TOOL_RESULT",
+    "agentflow_planner_messages",
+    "analysis_text",
+    "available_tools",
+    "command_text",
+    "memory_actions",
+    "tool_metadata",
+    "toolbox_metadata",
+]
+
+AGENTFLOW_SYSTEM = "You are a helpful, creative, and smart assistant."
+"""The system prompt every AgentFlow model call runs under (its engines' default): kept verbatim,
+since a trained planner saw it in every prompt."""
+
+NO_TOOL_COMMAND = "No command: the selected tool is not available."
+NO_TOOL_RESULT = "No result: the selected tool is not available."
+"""What a turn that named no usable tool records as its command and result (AgentFlow records such
+a step too, and its verifier still runs)."""
+
+_PYTHON_TYPES = {"string": "str", "integer": "int", "number": "float", "boolean": "bool"}
+_DEMO_CALL = re.compile(r"^\s*[A-Za-z_][\w.]*\((.*)\)\s*$", re.DOTALL)
+
+PLANNER_TEMPLATE = """
+Task: Decide the most useful next step toward answering the query, using the available tools \
+and what the previous steps found.
+
+Context:
+- **Query:** {query}
+- **Query Analysis:** {analysis}
+- **Available Tools:** {tools}
+- **Toolbox Metadata:** {metadata}
+- **Previous Steps:** {steps}
+
+Instructions:
+1. Study the query, the steps taken so far and the tools that are available.
+2. Pick the **single best tool** for the next step.
+3. State a concrete **sub-goal** that this tool can achieve.
+4. Give the tool every piece of **context** it needs (data, names, values from earlier steps).
+
+Response Format:
+1.  **Justification:** Why this tool and this sub-goal.
+2.  **Context:** Everything the tool needs to know.
+3.  **Sub-Goal:** The objective of this step for the tool.
+4.  **Tool Name:** The exact name of the chosen tool.
+
+Rules:
+- Choose exactly ONE tool.
+- The tool must be able to achieve the sub-goal directly.
+- The Context section must hold all the information the tool needs.
+- End the response with the Context, Sub-Goal and Tool Name sections, in that order, and add \
+nothing after them.
+"""
+
+
+def agentflow_planner_messages(
+    memory: Memory, tools: ToolSet, *, show_sub_questions: bool = False
+) -> list[dict[str, str]]:
+    """The planner's prompt as AgentFlow sends it: one user message under the plain system
+    prompt. ``show_sub_questions`` adds the analysis's sub-questions (a hint AgentFlow never
+    gives; off unless asked for)."""
+    user = PLANNER_TEMPLATE.format(
+        query=memory.query,
+        analysis=analysis_text(memory.analysis, show_sub_questions=show_sub_questions),
+        tools=available_tools(tools),
+        metadata=toolbox_metadata(tools),
+        steps=memory_actions(memory),
+    )
+    return [{"role": "system", "content": AGENTFLOW_SYSTEM}, {"role": "user", "content": user}]
+
+
+def available_tools(tools: ToolSet) -> list[str]:
+    """The tool names, in order (rendered as a Python list)."""
+    return list(tools.names)
+
+
+def toolbox_metadata(tools: ToolSet) -> dict[str, dict[str, Any]]:
+    """Tool name -> its metadata dict, in order (rendered as a Python dict)."""
+    return {tool.name: tool_metadata(tool) for tool in tools}
+
+
+def tool_metadata(tool: Tool) -> dict[str, Any]:
+    """One tool's metadata with AgentFlow's keys, from its card."""
+    card = tool.card
+    return {
+        "tool_name": card.name,
+        "tool_description": card.description,
+        "tool_version": getattr(card, "version", "1.0.0"),
+        "input_types": {
+            name: f"{_PYTHON_TYPES.get(str(spec.get('type', 'string')), 'str')} - "
+            f"{spec.get('description', '')}"
+            for name, spec in card.input_schema.items()
+        },
+        "output_type": card.output_type,
+        "demo_commands": [
+            {
+                "command": demo_command(demo.get("command", "")),
+                "description": demo.get("description", ""),
+            }
+            for demo in card.demo_commands
+        ],
+        "user_metadata": {
+            "limitation": "; ".join(card.limitations),
+            "best_practice": "; ".join(getattr(card, "best_practices", ())),
+        },
+        "require_llm_engine": bool(getattr(tool, "requires_llm", False)),
+    }
+
+
+def demo_command(command: str) -> str:
+    """A card's demo call ``Name(query="...")`` as ``execution = tool.execute(query="...")``."""
+    match = _DEMO_CALL.match(command)
+    if match is None:
+        return command
+    return f"execution = tool.execute({match.group(1)})"
+
+
+def command_text(arguments: Mapping[str, Any]) -> str:
+    """The executor's call as AgentFlow's memory shows it: ``execution = tool.execute(...)``."""
+    rendered = ", ".join(f"{name}={_python_literal(value)}" for name, value in arguments.items())
+    return f"execution = tool.execute({rendered})"
+
+
+def _python_literal(value: Any) -> str:
+    if isinstance(value, bool) or value is None:
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)  # a double-quoted, escaped Python string
+    return repr(value)
+
+
+def memory_actions(memory: Memory) -> dict[str, dict[str, Any]]:
+    """``{'Action Step n': {'tool_name', 'sub_goal', 'command', 'result'}}`` with full results
+    (a list of the call's outputs, as AgentFlow's executor returns them)."""
+    return {f"Action Step {entry.turn}": _action(entry) for entry in memory}
+
+
+def _action(entry: MemoryEntry) -> dict[str, Any]:
+    if entry.selected_tool is None:
+        named = _named_tool(entry)
+        return {
+            "tool_name": named,
+            "sub_goal": entry.sub_goal or None,
+            "command": NO_TOOL_COMMAND,
+            "result": NO_TOOL_RESULT,
+        }
+    result: Any = [entry.tool_result] if entry.tool_ok else [f"Error: {' | '.join(entry.errors)}"]
+    return {
+        "tool_name": entry.selected_tool,
+        "sub_goal": entry.sub_goal,
+        "command": command_text(entry.tool_arguments),
+        "result": result,
+    }
+
+
+def _named_tool(entry: MemoryEntry) -> str | None:
+    """What the planner named, for a turn whose tool could not be used (None if unreadable)."""
+    if entry.verification_status == VerificationStatus.INVALID and entry.errors:
+        found = re.search(r"unknown tool '([^']*)'", entry.errors[0])
+        if found:
+            return f"No matched tool given: {found.group(1)}"
+    return None
+
+
+def analysis_text(analysis: QueryAnalysis | None, *, show_sub_questions: bool = False) -> str:
+    """The query analysis in AgentFlow's four sections (its model's own text when it wrote one)."""
+    if analysis is None:
+        return ""
+    if analysis.text:
+        text = analysis.text.strip()
+    else:
+        considerations = list(analysis.constraints) or ["None."]
+        text = (
+            f"Concise Summary: {analysis.objective}\n\n"
+            f"Required Skills:\n{_bullets(analysis.skills) or '- Finding and combining facts.'}\n\n"
+            f"Relevant Tools:\n{_bullets(analysis.tools)}\n\n"
+            f"Additional Considerations:\n{_bullets(considerations)}"
+        )
+    if show_sub_questions and analysis.sub_questions:
+        numbered = "\n".join(f"{i}. {q}" for i, q in enumerate(analysis.sub_questions, start=1))
+        text += f"\n\nSub-questions:\n{numbered}"
+    return text
+
+
+def _bullets(items: Sequence[str]) -> str:
+    return "\n".join(f"- {item}" for item in items)

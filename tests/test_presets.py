@@ -1,0 +1,79 @@
+"""Presets (AgentFlow's evaluation and training setups), the time limit and the sub-question hint."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import gymnasium as gym
+import pytest
+
+import agentflow_env  # noqa: F401  (registers the env ids)
+from agentflow_env import SearchEnvConfig
+from agentflow_env.cli import build_parser
+from agentflow_env.envs.config import settings_from_args
+from agentflow_env.rollout.planners import ExpertPlanner
+from agentflow_env.tools.agentflow.names import AGENTFLOW_TOOLS
+
+
+def test_presets_fill_what_is_not_given() -> None:
+    config = SearchEnvConfig.from_kwargs(preset="agentflow_eval")
+    assert (config.prompt_style, config.max_turns, config.time_limit_s) == ("agentflow", 10, 300.0)
+    assert tuple(config.tools) == AGENTFLOW_TOOLS and config.modules == "llm"
+    assert not config.show_sub_questions and config.verify_invalid_turns
+    train = SearchEnvConfig.from_kwargs(preset="agentflow_train", max_turns=5, modules="rule")
+    assert (train.max_turns, train.modules, train.reward) == (5, "rule", "llm_judge")
+    assert not train.answer_tag_suffix  # only with a dataset
+    assert SearchEnvConfig.from_dict(train.to_dict()) == train
+
+
+def test_the_training_preset_asks_dataset_questions_for_tagged_answers(tmp_path: Path) -> None:
+    (tmp_path / "qa.jsonl").write_text(json.dumps({"question": "Who?", "answers": ["Ada"]}) + "\n")
+    (tmp_path / "wiki.jsonl").write_text(json.dumps({"id": "1", "contents": "Ada\nAda."}) + "\n")
+    config = SearchEnvConfig.from_kwargs(
+        preset="agentflow_train",
+        dataset=str(tmp_path / "qa.jsonl"),
+        corpus=str(tmp_path / "wiki.jsonl"),
+    )
+    assert config.answer_tag_suffix
+    (task,) = config.make_task_source().tasks
+    assert task.question.startswith("Who? ") and "<answer>" in task.question
+
+
+def test_an_unknown_preset_is_refused() -> None:
+    with pytest.raises(ValueError, match="preset"):
+        gym.make("AgentFlow-Search-v0", preset="agentflow_v2")
+
+
+def test_the_command_line_takes_a_preset_and_switches_both_ways() -> None:
+    args = build_parser().parse_args(
+        ["run", "--preset", "agentflow_eval", "--show-sub-questions", "--no-verify-invalid-turns"]
+    )
+    settings = settings_from_args(args, args.env_settings)
+    config = SearchEnvConfig.from_kwargs(**settings)
+    assert config.show_sub_questions and not config.verify_invalid_turns
+    assert config.prompt_style == "agentflow"
+
+
+def test_a_time_limit_ends_the_episode_at_the_turn_that_passes_it() -> None:
+    slow = {"name": "Search", "latency_s": 0.3}
+    env = gym.make("AgentFlow-Search-v0", hops=3, tools=[slow, "Calculator"], time_limit_s=0.2)
+    planner = ExpertPlanner(env)
+    observation, info = env.reset(seed=0)
+    observation, _, terminated, truncated, info = env.step(planner.act(observation, info))
+    assert truncated and not terminated and info["end_reason"] == "time_limit"
+    assert info["turn"] == 1
+    env.close()
+
+
+@pytest.mark.parametrize("style", ["full", "agentflow"])
+def test_sub_question_hints_are_shown_only_when_asked(style: str) -> None:
+    env = gym.make("AgentFlow-Search-v0", hops=2, prompt_style=style)
+    text = env.reset(seed=0)[0]["text"]
+    sub_question = env.unwrapped.session.memory.analysis.sub_questions[0]
+    assert sub_question in text  # on by default; the agentflow presets turn it off
+    env.close()
+    env = gym.make("AgentFlow-Search-v0", hops=2, prompt_style=style, show_sub_questions=False)
+    text = env.reset(seed=0)[0]["text"]
+    assert sub_question not in text
+    env.close()
