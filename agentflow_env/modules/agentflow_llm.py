@@ -20,13 +20,18 @@ from agentflow_env.modules.agentflow_prompts import (
     read_command,
     verifier_messages,
 )
-from agentflow_env.modules.llm import NO_VERDICT_NOTE, LLMQueryAnalysis, LLMVerification, _LLMModule
-from agentflow_env.modules.prompts import extract_short_answer
+from agentflow_env.modules.llm import (
+    NO_VERDICT_NOTE,
+    LLMGeneralist,
+    LLMQueryAnalysis,
+    LLMVerification,
+    _LLMModule,
+)
 from agentflow_env.tasks.base import Task
 from agentflow_env.tools.base import Tool, ToolArgumentError
 from agentflow_env.tools.registry import ToolSet
 from agentflow_env.workflow.actions import PlannerAction, parse_verdict
-from agentflow_env.workflow.frozen_modules import FinalAnswer, Verification
+from agentflow_env.workflow.frozen_modules import Verification
 from agentflow_env.workflow.memory import Memory, QueryAnalysis
 
 __all__ = [
@@ -105,17 +110,11 @@ class AgentFlowVerifier(_LLMModule):
         return LLMVerification(verdict.stop, verdict.rationale, (), raw=reply.text, meta=meta)
 
 
-class AgentFlowGeneralist(_LLMModule):
+class AgentFlowGeneralist(LLMGeneralist):
     """AgentFlow's direct output: a process summary, then ``Answer:``."""
 
-    async def answer(self, task: Task, memory: Memory) -> FinalAnswer:
-        reply = await self._chat(generalist_messages(memory))
-        answer, note = extract_short_answer(reply.text)
-        meta = {**reply.meta(), "note": note}
-        memory.log(
-            "module_output", len(memory), module="generalist", raw=reply.text, answer=answer, **meta
-        )
-        return FinalAnswer(answer=answer, text=reply.text.strip(), raw=reply.text, extra=meta)
+    def messages(self, memory: Memory) -> list[dict[str, str]]:
+        return generalist_messages(memory)
 
 
 def _lines(text: str) -> list[str]:

@@ -182,8 +182,12 @@ def _previous_open_questions(memory: Memory) -> tuple[str, ...]:
 class LLMGeneralist(_LLMModule):
     """Writes the answer from memory; the short answer is its last ``Answer:`` line."""
 
+    def messages(self, memory: Memory) -> list[dict[str, str]]:
+        """The request (a prompt style's generalist overrides it)."""
+        return generalist_messages(memory)
+
     async def answer(self, task: Task, memory: Memory) -> FinalAnswer:
-        reply = await self._chat(generalist_messages(memory))
+        reply = await self._chat(self.messages(memory))
         answer, note = extract_short_answer(reply.text)
         meta = {**reply.meta(), "note": note}
         memory.log(
