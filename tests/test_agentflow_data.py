@@ -327,7 +327,7 @@ class TaggingGeneralist:
 
 
 def test_an_episode_scores_a_tagged_final_answer_on_its_tagged_part(tmp_path: Path) -> None:
-    source = DatasetTaskSource(write_bench(tmp_path, "gaia"), corpus=write_corpus(tmp_path))
+    source = DatasetTaskSource(write_bench(tmp_path, "musique"), corpus=write_corpus(tmp_path))
     modules = Modules(
         initializer=RuleInitializer(),
         executor=RuleExecutor(),
@@ -337,7 +337,7 @@ def test_an_episode_scores_a_tagged_final_answer_on_its_tagged_part(tmp_path: Pa
     env = AgentFlowEnv(task_source=source, modules=modules, max_turns=3)
     try:
         env.reset(seed=0)
-        action = "Context: Teskar moons\nSub-Goal: count the moons\nTool Name: Search"
+        action = "Context: Dunmore ferry\nSub-Goal: find the opening date\nTool Name: Search"
         _, reward, terminated, _, info = env.step(action)
         assert terminated and "<Answer>" in info["answer"]
         assert reward == 1.0 and info["success"]

@@ -102,7 +102,8 @@ def test_format_sniffing_gzip_split_field_and_limit(tmp_path: Path) -> None:
     assert {t.split for t in tasks} == {"dev"}
     with_split = write_jsonl(tmp_path / "x.jsonl", [{**QA_ROWS[0], "split": "train"}])
     assert load_tasks(with_split)[0].split == "train"
-    assert load_tasks(with_split, split="test")[0].split == "test"
+    with pytest.raises(DatasetError, match="no records of split 'test'"):
+        load_tasks(with_split, split="test")  # a split filters records, never relabels them
 
 
 @pytest.mark.parametrize(

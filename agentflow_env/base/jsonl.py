@@ -13,18 +13,19 @@ from typing import IO, Any
 
 from agentflow_env.base.errors import DatasetError
 
-__all__ = ["Record", "as_object", "jsonl_line", "open_text", "read_jsonl"]
+__all__ = ["Record", "as_object", "invalid_json", "jsonl_line", "open_text", "read_jsonl"]
 
 Record = tuple[str, Mapping[str, Any]]
 """``(where, record)``: where is ``"line N"`` (JSONL) or ``"record N (0-based)"``."""
 
 
 def open_text(file: Path) -> IO[str]:
-    """``file`` opened for reading as UTF-8 text, through gzip when it ends in ``.gz``."""
+    """``file`` opened for reading as UTF-8 text (a leading byte-order mark skipped), through gzip
+    when it ends in ``.gz``."""
     try:
         if file.suffix == ".gz":
-            return gzip.open(file, "rt", encoding="utf-8")
-        return open(file, encoding="utf-8")  # noqa: SIM115 - the caller closes it
+            return gzip.open(file, "rt", encoding="utf-8-sig")
+        return open(file, encoding="utf-8-sig")  # noqa: SIM115 - the caller closes it
     except OSError as error:
         raise DatasetError(f"{file}: cannot open ({error.strerror})") from error
 
@@ -41,10 +42,15 @@ def read_jsonl(file: Path) -> Iterator[Record]:
                 try:
                     record = json.loads(line)
                 except json.JSONDecodeError as error:
-                    raise DatasetError(f"{file}, {where}: invalid JSON ({error.msg})") from None
+                    raise DatasetError(f"{file}, {where}: {invalid_json(error)}") from None
                 yield where, as_object(record, file, where)
         except UnicodeDecodeError as error:
             raise DatasetError(f"{file}, line {number + 1}: not UTF-8 text ({error})") from None
+
+
+def invalid_json(error: json.JSONDecodeError) -> str:
+    """What is wrong with a JSON text, and where on its line."""
+    return f"invalid JSON at column {error.colno} ({error.msg})"
 
 
 def as_object(record: Any, file: Path, where: str) -> Mapping[str, Any]:

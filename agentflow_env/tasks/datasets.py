@@ -1,4 +1,4 @@
-"""Real QA data from files: the formats users bring (see DESIGN.md, "Data formats").
+"""Real QA data from files: the formats users bring.
 
 - FlashRAG / Search-R1 QA JSONL: one ``{"id", "question", "golden_answers": [...]}`` per line.
 - AgentFlow test JSON: a list of ``{"pid", "query" and/or "question", "answer", ...}``. The
@@ -7,12 +7,16 @@
   a list, or a string holding a list of strings (``"['x', 'y']"``, parsed as a literal, never run).
   Every other field (``choices``, ``options``, ``idx``, ``Level``, a list-valued ``question``,
   ...) lands in ``Task.metadata`` as a string (containers as JSON text, ``None`` as ``""``).
-- Parquet with the JSONL fields (needs ``pyarrow``, imported only for Parquet files).
+- Parquet with the JSONL fields (needs ``pyarrow``, imported only for Parquet files), including
+  Search-R1's processed files: gold aliases in ``reward_model.ground_truth.target``, the split in
+  ``extra_info.split``, and the question in a ``question`` column or, without one, inside the
+  user message of ``prompt`` (``question_from_prompt``).
 
 Their corpora (wiki-18 style JSONL) are read by ``agentflow_env.retrieval.corpus``.
 
-Files may be gzipped (``.gz``). Errors (``DatasetError``) name the file and the 1-based line
-(JSONL) or the 0-based record index (JSON lists, Parquet).
+Files may be gzipped (``.gz``) and may start with a UTF-8 byte-order mark. Errors
+(``DatasetError``) name the file and the 1-based line (JSONL; JSON syntax errors also give the
+1-based column) or the 0-based record index (JSON lists, Parquet).
 """
 
 from __future__ import annotations
@@ -21,12 +25,14 @@ import ast
 import dataclasses
 import json
 import os
+import re
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from agentflow_env.base.errors import DatasetError
-from agentflow_env.base.jsonl import Record, as_object, open_text, read_jsonl
+from agentflow_env.base.jsonl import Record, as_object, invalid_json, open_text, read_jsonl
 from agentflow_env.retrieval.corpus import Corpus, resolve_corpus
 from agentflow_env.tasks.base import ListTaskSource, Task
 from agentflow_env.tasks.scoring import with_answer_tag_instruction
@@ -37,7 +43,18 @@ FORMATS = ("jsonl", "json", "parquet")
 _QUESTION_KEYS = ("query", "question")  # AgentFlow sends "query" when a record has both
 _ANSWER_KEYS = ("golden_answers", "answer", "answers")
 _ID_KEYS = ("id", "pid", "qid", "_id")
-_SPLIT_WORDS = {"train": "train", "dev": "dev", "val": "dev", "valid": "dev", "test": "test"}
+_SPLIT_WORDS = {
+    "train": "train",
+    "dev": "dev",
+    "val": "dev",
+    "valid": "dev",
+    "validation": "dev",
+    "test": "test",
+}
+_QUESTION_MARKER = "Question:"
+# Where the question ends after Search-R1's "Question:" marker: its line's end, or the
+# " Context:" that its RAG template puts after the question.
+_QUESTION_END = re.compile(r"\n|\s+Context:")
 
 
 def load_tasks(
@@ -52,26 +69,67 @@ def load_tasks(
     """Read QA tasks from ``path`` (format from the extension, else sniffed from the content).
 
     Each task gets every gold alias as a string, ``kind="qa"``, ``hops`` from a ``hops`` field
-    (default 1) and ``corpus``. Its split is ``split`` if given, else the record's ``split`` field,
-    else a split word in the file name (train/dev/val/test), else ``"test"``. ``limit`` keeps the
-    first tasks only. ``answer_tag_suffix`` appends ``ANSWER_TAG_INSTRUCTION`` to every question
-    that does not already ask for ``<answer>`` tags (as AgentFlow does for its training questions).
+    (default 1) and ``corpus``. A record's own split is its ``split`` field, else Search-R1's
+    ``extra_info.split``. ``split`` filters: a record whose own split differs is left out
+    (``dev``, ``val``, ``valid`` and ``validation`` name the same split), and a record with no
+    split of its own is kept, since nothing says it belongs elsewhere; every kept task is labelled
+    ``split``. Without ``split`` every record is kept, labelled with its own split, else a split
+    word in the file name (train/dev/val/test), else ``"test"``. ``limit`` keeps the first tasks
+    (after filtering) only. ``answer_tag_suffix`` appends ``ANSWER_TAG_INSTRUCTION`` to every
+    question that does not already ask for ``<answer>`` tags (as AgentFlow does for its training
+    questions).
     """
     if limit is not None and limit < 1:
         raise ValueError(f"limit must be >= 1, got {limit}")
     file = Path(path)
-    default_split = split or _split_from_name(file)
+    name_split = _split_from_name(file)
+    left_out: Counter[str] = Counter()
     tasks: list[Task] = []
     for index, (where, record) in enumerate(_records(file, format or _detect_format(file))):
-        task = _to_task(record, file, where, index, corpus, split, default_split)
+        own_split = _record_split(record)
+        if split is not None and own_split is not None and not _same_split(own_split, split):
+            left_out[own_split] += 1
+            continue
+        task = _to_task(record, file, where, index, corpus, split or own_split or name_split)
         if answer_tag_suffix:
             task = dataclasses.replace(task, question=with_answer_tag_instruction(task.question))
         tasks.append(task)
         if limit is not None and len(tasks) >= limit:
             break
+    if not tasks and left_out:
+        found = ", ".join(f"{name!r}: {count}" for name, count in sorted(left_out.items()))
+        raise DatasetError(f"{file}: no records of split {split!r} (records by split: {found})")
     if not tasks:
         raise DatasetError(f"{file}: no records")
     return tasks
+
+
+def question_from_prompt(prompt: Any) -> str | None:
+    """The bare question inside a chat ``prompt`` (Search-R1's processed data), else ``None``.
+
+    ``prompt`` is a list of ``{"role", "content"}`` messages (or one string); the last non-empty
+    user message is read. Search-R1's templates end with ``Question: {question}`` (followed by a
+    newline, or by `` Context: ...`` in its RAG template), so the question is the text after the
+    first ``Question:`` marker up to the end of that line or that ``Context:``; a message without
+    the marker is the question as a whole.
+    """
+    content = prompt if isinstance(prompt, str) else _last_user_content(prompt)
+    if content is None:
+        return None
+    marker = content.find(_QUESTION_MARKER)
+    if marker >= 0:
+        content = content[marker + len(_QUESTION_MARKER) :].strip()
+        content = _QUESTION_END.split(content, maxsplit=1)[0]
+    return content.strip() or None
+
+
+def _last_user_content(messages: Any) -> str | None:
+    if not isinstance(messages, list | tuple):
+        return None
+    contents = [
+        m.get("content") for m in messages if isinstance(m, Mapping) and m.get("role") == "user"
+    ]
+    return next((c for c in reversed(contents) if isinstance(c, str) and c.strip()), None)
 
 
 class DatasetTaskSource(ListTaskSource):
@@ -152,9 +210,9 @@ def _records(file: Path, fmt: str) -> Iterator[Record]:
 def _json_records(file: Path) -> Iterator[Record]:
     with open_text(file) as text:
         try:
-            data = json.load(text)
+            data = json.loads(text.read())
         except json.JSONDecodeError as error:
-            raise DatasetError(f"{file}, line {error.lineno}: invalid JSON ({error.msg})") from None
+            raise DatasetError(f"{file}, line {error.lineno}: {invalid_json(error)}") from None
         except UnicodeDecodeError as error:
             raise DatasetError(f"{file}: not UTF-8 text ({error})") from None
     if isinstance(data, Mapping) and all(isinstance(v, Mapping) for v in data.values()):
@@ -192,16 +250,20 @@ def _to_task(
     where: str,
     index: int,
     corpus: Corpus | None,
-    split: str | None,
-    default_split: str,
+    task_split: str,
 ) -> Task:
     def fail(message: str) -> DatasetError:
         return DatasetError(f"{file}, {where}: {message}")
 
     question_key = next((k for k in _QUESTION_KEYS if record.get(k) is not None), None)
     question = record[question_key] if question_key else None
+    if question_key is None and record.get("prompt") is not None:
+        question_key, question = "prompt", question_from_prompt(record["prompt"])
     if not isinstance(question, str) or not question.strip():
-        raise fail(f"missing or empty question (one of {list(_QUESTION_KEYS)})")
+        raise fail(
+            f"missing or empty question (one of {list(_QUESTION_KEYS)}, or a user message "
+            "in 'prompt')"
+        )
     answers_key, answers = _find_answers(record)
     if answers_key is None:
         raise fail(f"missing gold answers (one of {list(_ANSWER_KEYS)})")
@@ -213,8 +275,6 @@ def _to_task(
     hops = record.get("hops", 1)
     if isinstance(hops, bool) or not isinstance(hops, int) or hops < 1:
         raise fail(f"'hops' must be a positive integer, got {hops!r}")
-    record_split = record.get("split")
-    task_split = split or (record_split if isinstance(record_split, str) else None) or default_split
     id_key = next((k for k in _ID_KEYS if record.get(k) is not None), None)
     task_id = str(record[id_key]) if id_key else f"{file.name.split('.')[0]}-{index}"
     used = {question_key, answers_key, id_key, "hops", "split"}
@@ -229,6 +289,25 @@ def _to_task(
         split=task_split,
         metadata={"source": file.name, "location": where, **extra},
     )
+
+
+def _record_split(record: Mapping[str, Any]) -> str | None:
+    """A record's own split: its ``split`` field, else Search-R1's ``extra_info.split``."""
+    extra_info = record.get("extra_info")
+    nested = extra_info.get("split") if isinstance(extra_info, Mapping) else None
+    for value in (record.get("split"), nested):
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    return None
+
+
+def _same_split(a: str, b: str) -> bool:
+    return _canonical_split(a) == _canonical_split(b)
+
+
+def _canonical_split(name: str) -> str:
+    word = name.strip().lower()
+    return _SPLIT_WORDS.get(word, word)
 
 
 def _find_answers(record: Mapping[str, Any]) -> tuple[str | None, Any]:
@@ -300,4 +379,5 @@ __all__ = [
     "DatasetError",
     "DatasetTaskSource",
     "load_tasks",
+    "question_from_prompt",
 ]

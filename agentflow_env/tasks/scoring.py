@@ -1,4 +1,10 @@
-"""Answer scoring in the SQuAD / Search-R1 style: exact match and token F1 over gold aliases.
+"""Answer scoring as FlashRAG and Search-R1 score QA: exact match and token F1 over gold aliases.
+
+Each choice, and which reference it follows, is in ``docs/scoring.md``: the normalisation is
+SQuAD's (shared by both references); exact match is 1 when the normalised prediction equals any
+normalised alias, even when both normalise to nothing (the band "The The" answered "the"), as
+in both references; token F1 is FlashRAG's, including its rule that a yes/no/noanswer on either
+side scores only when both sides are the same word.
 
 Answers may come wrapped in ``<answer>...</answer>`` tags, the output form AgentFlow asks its
 agents for; ``extract_tagged_answer`` pulls the tagged part out before scoring, and
@@ -14,6 +20,7 @@ from collections.abc import Sequence
 
 __all__ = [
     "ANSWER_TAG_INSTRUCTION",
+    "YES_NO_ANSWERS",
     "exact_match",
     "extract_tagged_answer",
     "f1_score",
@@ -65,27 +72,35 @@ def normalize_answer(s: str) -> str:
     return " ".join(text.split())
 
 
+YES_NO_ANSWERS = frozenset({"yes", "no", "noanswer"})
+"""Normalised answers that F1 does not credit partially (FlashRAG's rule, from HotpotQA): an
+F1 pair where one side is one of them scores only if both sides are that same word."""
+
+
 def exact_match(prediction: str | None, gold_answers: Sequence[str]) -> float:
     """1.0 if the normalised prediction equals any normalised gold alias, else 0.0.
 
-    A missing prediction, or one that normalises to nothing, scores 0.
+    ``None`` (no answer at all) scores 0. A prediction that normalises to nothing matches a gold
+    alias that does too (FlashRAG and Search-R1 both score ``"the"`` against ``["The The"]``
+    as 1).
     """
     if prediction is None:
         return 0.0
     predicted = normalize_answer(prediction)
-    if not predicted:
-        return 0.0
     return float(any(predicted == normalize_answer(gold) for gold in _aliases(gold_answers)))
 
 
 def f1_score(prediction: str | None, gold_answers: Sequence[str]) -> float:
-    """The best token-level F1 between the normalised prediction and any gold alias."""
+    """The best token-level F1 between the normalised prediction and any gold alias (FlashRAG's).
+
+    A pair where either side is yes/no/noanswer (``YES_NO_ANSWERS``) and the sides differ scores
+    0, and so does a pair sharing no token (two answers that both normalise to nothing
+    included). ``None`` scores 0.
+    """
     if prediction is None:
         return 0.0
-    predicted_tokens = normalize_answer(prediction).split()
-    if not predicted_tokens:
-        return 0.0
-    return max((_token_f1(predicted_tokens, g) for g in _aliases(gold_answers)), default=0.0)
+    predicted = normalize_answer(prediction)
+    return max((_pair_f1(predicted, gold) for gold in _aliases(gold_answers)), default=0.0)
 
 
 def _aliases(gold_answers: Sequence[str]) -> Sequence[str]:
@@ -93,10 +108,12 @@ def _aliases(gold_answers: Sequence[str]) -> Sequence[str]:
     return [gold_answers] if isinstance(gold_answers, str) else gold_answers
 
 
-def _token_f1(predicted_tokens: list[str], gold: str) -> float:
-    gold_tokens = normalize_answer(gold).split()
-    common = Counter(predicted_tokens) & Counter(gold_tokens)
-    overlap = sum(common.values())
+def _pair_f1(predicted: str, gold: str) -> float:
+    expected = normalize_answer(gold)
+    if (predicted in YES_NO_ANSWERS or expected in YES_NO_ANSWERS) and predicted != expected:
+        return 0.0
+    predicted_tokens, gold_tokens = predicted.split(), expected.split()
+    overlap = sum((Counter(predicted_tokens) & Counter(gold_tokens)).values())
     if overlap == 0:
         return 0.0
     precision = overlap / len(predicted_tokens)

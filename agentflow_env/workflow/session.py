@@ -17,7 +17,7 @@ from typing import Any, Protocol, TypeVar
 from agentflow_env.base.tokens import ChatTokenizer
 from agentflow_env.base.untrusted import shorten
 from agentflow_env.tasks.base import Task
-from agentflow_env.tasks.oracle import evidence_reader
+from agentflow_env.tasks.oracle import evidence_answers
 from agentflow_env.tools.base import ToolContext, ToolResult
 from agentflow_env.tools.registry import ToolSet
 from agentflow_env.tools.runner import run_tool
@@ -599,7 +599,7 @@ class Session:
 
     def _diagnose(self, end_reason: EndReason, success: bool, score: float, reward: float) -> dict:
         try:
-            answered = evidence_reader(self.task).solve(self.memory.evidence()) is not None
+            answered = evidence_answers(self.task, self.memory.evidence())
         except Exception:  # a reader that chokes on odd evidence: unknowable, not a crash
             answered = None
         return diagnose_episode(
