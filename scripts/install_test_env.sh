@@ -22,3 +22,12 @@ python -m pip install --quiet -e ".[dev,trl,llm,e2b,data,eval]"
 # of them, only what is listed here.
 python -m pip install --quiet --no-deps "openrlhf==0.11.2"
 python -m pip install --quiet sympy pylatexenc aiohttp
+# verl's agent loop and SkyRL's generator and gym, for their adapters' tests: the packages pin GPU
+# stacks, so they go in without their dependencies, and only what the tested code imports follows.
+# (tensordict and pyvers without theirs: pyvers would downgrade packaging.)
+python -m pip install --quiet --no-deps "verl==0.9.1" "tensordict==0.10.0" "pyvers==0.1.0" \
+    "lazy-importer==0.1.0"
+python -m pip install --quiet "ray==2.55.0" "hydra-core==1.3.8" codetiming cachetools orjson \
+    importlib_metadata uvicorn fastapi
+python -m pip install --quiet --no-deps "skyrl==0.3.0" "skyrl-gym==0.4.0"
+python -m pip install --quiet loguru

@@ -5,6 +5,9 @@
   across ranks) that trains and evaluates;
 - ``pool``: the env pool every adapter shares; ``labels``: trainer labels, episode plans and the
   ``AGENTFLOW_*`` adapter settings; ``spec``: ``TaskSpec`` labels naming an env and a task;
+- ``token_episode``: one episode token-in-token-out over an async generate call, within a
+  trainer's token budgets (verl's agent loop, SkyRL's generator); ``background_loop``: sessions
+  for trainers that step envs from blocking code (SkyRL's ``BaseTextEnv``);
 - ``token_check``: a trainer's token sequence against the env's, and the mismatch diagnosis;
   ``failures``: zero-reward failure samples and the errors that stop a run;
 - ``hf_generation``: Hugging Face generation with the package's one log-prob definition;

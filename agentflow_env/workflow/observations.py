@@ -40,6 +40,10 @@ class Observation:
 
     text: str
     token_ids: list[int]
+    messages: tuple[Message, ...] = ()
+    """The plain chat messages (role + content, no template markup) ``text`` renders, for a trainer
+    that applies its own chat template: the whole prompt when rendered afresh, the one user message
+    of appended feedback; empty for a grown flat prompt."""
 
     def as_gym(self) -> dict[str, Any]:
         return {"text": self.text, "token_ids": np.asarray(self.token_ids, dtype=np.int64)}
@@ -66,16 +70,19 @@ class PromptEncoder:
             {"role": m["role"], "content": self.plain.neutralize(m["content"])} for m in messages
         ]
         text = self.tokenizer.render_chat(messages, add_generation_prompt=True)
+        return Observation(text, self._encode(messages, text), tuple(messages))
+
+    def _encode(self, messages: Sequence[Message], text: str) -> list[int]:
         if not messages:
-            return Observation(text, self.tokenizer.encode(text))
+            return self.tokenizer.encode(text)
         key = messages[0]["role"] + "\x00" + messages[0]["content"]
         if key not in self._prefixes:
-            return Observation(text, self._learn(key, messages[0], text))
+            return self._learn(key, messages[0], text)
         cached = self._prefixes[key]
         if cached is None or not text.startswith(cached[0]):
-            return Observation(text, self.tokenizer.encode(text))
+            return self.tokenizer.encode(text)
         prefix, prefix_ids = cached
-        return Observation(text, prefix_ids + self.tokenizer.encode(text[len(prefix) :]))
+        return prefix_ids + self.tokenizer.encode(text[len(prefix) :])
 
     def _learn(self, key: str, first: Message, text: str) -> list[int]:
         ids = self.tokenizer.encode(text)
@@ -103,8 +110,9 @@ def grow_prompt(
     """
     tokenizer = plain.tokenizer
     ended = bool(action_ids) and action_ids[-1] == tokenizer.eos_token_id
-    text = chat_continuation(tokenizer, plain.neutralize(user_text), after_eos=ended)
-    feedback = Observation(text, tokenizer.encode(text))
+    content = plain.neutralize(user_text)
+    text = chat_continuation(tokenizer, content, after_eos=ended)
+    feedback = Observation(text, tokenizer.encode(text), ({"role": "user", "content": content},))
     readable = [i for i in action_ids if i < tokenizer.vocab_size]
     grown = Observation(
         prompt.text + tokenizer.decode(readable) + text,
@@ -224,7 +232,13 @@ class FlatObservations(ObservationMode):
         )
 
     def feedback_info(self, feedback: Observation) -> dict[str, Any]:
-        return {"feedback_text": feedback.text, "feedback_token_ids": list(feedback.token_ids)}
+        info: dict[str, Any] = {
+            "feedback_text": feedback.text,
+            "feedback_token_ids": list(feedback.token_ids),
+        }
+        if feedback.messages:  # the same feedback as one plain message, for any chat template
+            info["feedback_message"] = dict(feedback.messages[-1])
+        return info
 
     def token_id_limit(self, vocab_size: int) -> int:
         return MAX_TOKEN_ID + 1

@@ -1,0 +1,96 @@
+"""AgentFlow as a SkyRL-Gym ``BaseTextEnv``: chat messages in, chat messages out.
+
+Checked against skyrl-gym 0.4.0 with SkyRL's ``SkyRLGymGenerator`` (skyrl 0.3.0). Register it
+with ``register_env()`` (``skyrl_gym.register``, id ``agentflow``) in the process that runs the
+generator, and name it per dataset row with ``env_class: agentflow``; the row's ``label`` (a
+``TaskSpec`` JSON string) names the task, else the prompt's last message does. Env settings and
+the tokenizer come from the ``AGENTFLOW_*`` variables (``AGENTFLOW_TOKENIZER``: the policy's).
+
+``init`` returns the planner's first prompt as plain messages (system + user); each ``step``
+takes the model's text and returns the next user message (``info["feedback_message"]``: plain
+text, no template markup), reward 0 until the last step, which carries the env's reward and no
+message. SkyRL renders those messages with its own chat template and keeps its own ids, so the
+env's ids are NOT the trained ids (the env re-encodes the text; SkyRL tokenizes the feedback):
+for training on exactly the ids the env recorded, use ``AgentFlowGenerator``
+(``agentflow_generator.py``).
+
+``step`` blocks until the env's turn is done (tools, frozen modules). Every session runs on one
+background event loop; SkyRL calls ``step`` from its env worker threads when
+``environment.skyrl_gym.max_env_workers > 0`` (its default, 32). With 0 it calls ``step`` on its
+own event loop, which then waits for each turn: keep it above 0.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import skyrl_gym
+from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput
+
+from agentflow_env.rollout import failures
+from agentflow_env.rollout.background_loop import BackgroundLoop
+from agentflow_env.rollout.pool import LazySharedEnvs
+from agentflow_env.workflow.session import Session
+
+ENV_CLASS = "agentflow"
+"""The ``env_class`` of the dataset rows this env runs."""
+logger = logging.getLogger("agentflow_env.adapters.skyrl")
+shared_envs = LazySharedEnvs()  # this process's envs and settings, read on first use
+sessions = BackgroundLoop("agentflow-skyrl-sessions")
+
+
+def register_env(env_id: str = ENV_CLASS) -> None:
+    """Register ``AgentFlowTextEnv`` with SkyRL-Gym under ``env_id`` (once per process)."""
+    if env_id not in skyrl_gym.registry:
+        skyrl_gym.register(id=env_id, entry_point=f"{__name__}:AgentFlowTextEnv")
+
+
+class AgentFlowTextEnv(BaseTextEnv):
+    """One AgentFlow episode; a trajectory that fails ends at once with reward 0."""
+
+    def __init__(self, env_config: Any = None, extras: dict[str, Any] | None = None) -> None:
+        super().__init__()
+        self.extras = dict(extras or {})
+        self.session: Session | None = None
+        self.error: str | None = None
+
+    def init(self, prompt: list[dict[str, str]]) -> tuple[list[dict[str, str]], dict[str, Any]]:
+        label = self.extras.get("label", prompt)
+        try:
+            self.session = shared_envs().new_session(label)
+            observation, _ = sessions.run(self.session.start())
+        except Exception as exc:  # the first step ends the episode with reward 0
+            failures.warn_failed(logger, exc, 0, label)
+            self.error = failures.failure_reason(exc)
+            return list(prompt), {"error": self.error}
+        self.max_turns = self.session.config.max_turns
+        return [dict(m) for m in observation.messages], {"task_id": self.session.task.task_id}
+
+    def step(self, action: str) -> BaseTextEnvStepOutput:
+        session = self.session
+        if session is None or self.error is not None:
+            return BaseTextEnvStepOutput(observations=[], reward=0.0, done=True, metadata={})
+        try:
+            outcome = sessions.run(session.step(action))
+        except Exception as exc:
+            failures.warn_failed(logger, exc, len(session.turn_records), self.extras.get("label"))
+            self.error = failures.failure_reason(exc)
+            return BaseTextEnvStepOutput(observations=[], reward=0.0, done=True, metadata={})
+        self.turns = session.turn
+        metadata = {"turn": session.turn, "tool": outcome.info.get("tool")}
+        if session.done:
+            metadata.update(
+                success=bool(outcome.info.get("success")), answer=outcome.info["answer"]
+            )
+            return BaseTextEnvStepOutput(
+                observations=[], reward=float(outcome.reward), done=True, metadata=metadata
+            )
+        message = dict(outcome.info["feedback_message"])
+        return BaseTextEnvStepOutput(
+            observations=[message], reward=float(outcome.reward), done=False, metadata=metadata
+        )
+
+    def get_metrics(self) -> dict[str, Any]:
+        """The episode's numeric logs (``failures.EPISODE_LOG_KEYS``), averaged by SkyRL."""
+        return failures.episode_logs(self.session, error=self.error is not None)

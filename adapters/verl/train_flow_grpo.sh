@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# Flow-GRPO training of the AgentFlow planner with verl 0.9.1 (keys checked against its
+# ppo_trainer config), modelled on verl's GRPO recipes: group size 8, rollouts through verl's
+# async vLLM servers and agent loops, the AgentFlow loop chosen per row by agent_name.
+#
+# The planner is the policy; every other module runs inside the env in verl's agent-loop workers
+# (adapters/verl/agentflow_agent_loop.py). Beside the trainer this script can start:
+#   - a frozen-module endpoint (`vllm serve $FROZEN_MODEL`) when FROZEN_MODEL is set; otherwise
+#     the env's offline rule modules are used;
+#   - a retriever server (`agentflow-env serve-retriever`) when CORPUS is set; otherwise Search
+#     runs BM25 over each task's own corpus (the synthetic world).
+#
+# Single node (default):  bash adapters/verl/train_flow_grpo.sh
+# Real QA data:           CORPUS=wiki18.jsonl TRAIN_FILE=data/nq.jsonl FROZEN_MODEL=... bash ...
+# Extra verl overrides go after the script's own: bash adapters/verl/train_flow_grpo.sh trainer.nnodes=2
+#
+# verl starts a local Ray cluster whose workers inherit this shell's environment: PYTHONPATH
+# (the agent loop's folder) and the AGENTFLOW_* settings. On a cluster you start yourself
+# (multi-node), export the same variables before `ray start` on every node.
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+cd "$REPO"
+
+POLICY_MODEL="${POLICY_MODEL:-Qwen/Qwen2.5-7B-Instruct}" # the planner being trained
+FROZEN_MODEL="${FROZEN_MODEL:-}"          # e.g. Qwen/Qwen2.5-7B-Instruct; empty: rule modules
+FROZEN_GPUS="${FROZEN_GPUS:-4}"           # GPUs for `vllm serve` (kept out of verl's GPUs)
+CORPUS="${CORPUS:-}"                      # corpus JSONL for the retriever server; empty: local
+GPUS_PER_NODE="${GPUS_PER_NODE:-$([ -n "$FROZEN_MODEL" ] && echo 4 || echo 8)}"
+SERVICE_HOST="${SERVICE_HOST:-127.0.0.1}"
+FROZEN_PORT="${FROZEN_PORT:-8001}"
+RETRIEVER_PORT="${RETRIEVER_PORT:-8002}"
+DATA_DIR="${DATA_DIR:-$REPO/data/verl}"
+TRAIN_FILE="${TRAIN_FILE:-$DATA_DIR/train.jsonl}"
+EVAL_FILE="${EVAL_FILE:-$DATA_DIR/test.jsonl}"
+SAVE_DIR="${SAVE_DIR:-$REPO/checkpoints/flow-grpo-planner-verl}"
+# verl pads every sample to these lengths and never shortens one: the first prompt must fit
+# PROMPT_LENGTH, every action and feedback after it RESPONSE_LENGTH (an episode that runs out of
+# room ends there with reward 0).
+PROMPT_LENGTH="${PROMPT_LENGTH:-4096}"
+RESPONSE_LENGTH="${RESPONSE_LENGTH:-8192}"
+
+PIDS=()
+cleanup() { for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done; }
+trap cleanup EXIT
+wait_for() {  # URL PID: wait until URL answers; fail if the server process died
+  until curl -sf "$1" >/dev/null; do
+    kill -0 "$2" 2>/dev/null || { echo "server for $1 exited" >&2; exit 1; }
+    sleep 5
+  done
+}
+
+# 1. Prompts: AgentFlow labels (adapters/openrlhf/prepare_data.py), as verl rows.
+mkdir -p "$DATA_DIR"
+if [ ! -f "$TRAIN_FILE" ]; then
+  python adapters/openrlhf/prepare_data.py synthetic --out "$DATA_DIR/train.labels.jsonl" \
+    --split train --hops 1,2,3 --count 4000 --fresh-world
+  python adapters/verl/prepare_verl_data.py "$DATA_DIR/train.labels.jsonl" "$TRAIN_FILE"
+fi
+if [ ! -f "$EVAL_FILE" ]; then
+  python adapters/openrlhf/prepare_data.py synthetic --out "$DATA_DIR/test.labels.jsonl" \
+    --split test --hops 1,2,3 --count 200 --fresh-world --seed 1000000
+  python adapters/verl/prepare_verl_data.py "$DATA_DIR/test.labels.jsonl" "$EVAL_FILE"
+fi
+
+# 2. Env configuration, read by the agent loop in every worker (the tokenizer is verl's own).
+export PYTHONPATH="$REPO/adapters/verl${PYTHONPATH:+:$PYTHONPATH}"
+# AGENTFLOW_MAX_TURN_TOKENS (default 1024) caps one planner turn and is also the env's
+# max_action_tokens; set it, or max_action_tokens in AGENTFLOW_ENV_KWARGS, not two values.
+ENV_KWARGS='{"max_turns": 10}'
+
+# 3. Frozen modules (initializer, executor, verifier, generalist) on their own vLLM server.
+if [ -n "$FROZEN_MODEL" ]; then
+  CUDA_VISIBLE_DEVICES="$FROZEN_GPUS" vllm serve "$FROZEN_MODEL" --host 0.0.0.0 \
+    --port "$FROZEN_PORT" --gpu-memory-utilization 0.9 &
+  PIDS+=($!)
+  export AGENTFLOW_LLM_BASE_URL="http://$SERVICE_HOST:$FROZEN_PORT/v1"
+  export AGENTFLOW_LLM_MODEL="$FROZEN_MODEL"
+  ENV_KWARGS='{"max_turns": 10, "modules": "llm"}'
+  wait_for "$AGENTFLOW_LLM_BASE_URL/models" "${PIDS[-1]}"
+fi
+
+# 4. Retriever server for real corpora (Search-R1's POST /retrieve protocol).
+if [ -n "$CORPUS" ]; then
+  agentflow-env serve-retriever --corpus "$CORPUS" --host 0.0.0.0 --port "$RETRIEVER_PORT" &
+  PIDS+=($!)
+  export AGENTFLOW_RETRIEVER_URL="http://$SERVICE_HOST:$RETRIEVER_PORT"
+  wait_for "$AGENTFLOW_RETRIEVER_URL/health" "${PIDS[-1]}"
+fi
+export AGENTFLOW_ENV_KWARGS="${AGENTFLOW_ENV_KWARGS:-$ENV_KWARGS}"
+if [ -n "$FROZEN_MODEL" ]; then  # keep verl off the frozen model's GPUs
+  export CUDA_VISIBLE_DEVICES="$(seq -s, 0 $((GPUS_PER_NODE - 1)))"
+fi
+
+# 5. Flow-GRPO: the trajectory reward (terminal: the env's answer score, placed on the last
+# response token) normalised over the 8 trajectories of a prompt; KL to the reference is a loss.
+python3 -m verl.trainer.main_ppo \
+  algorithm.adv_estimator=grpo \
+  algorithm.use_kl_in_reward=False \
+  data.train_files="$TRAIN_FILE" \
+  data.val_files="$EVAL_FILE" \
+  data.train_batch_size=32 \
+  data.max_prompt_length="$PROMPT_LENGTH" \
+  data.max_response_length="$RESPONSE_LENGTH" \
+  data.filter_overlong_prompts=True \
+  data.truncation=error \
+  actor_rollout_ref.model.path="$POLICY_MODEL" \
+  actor_rollout_ref.model.use_remove_padding=True \
+  actor_rollout_ref.model.enable_gradient_checkpointing=True \
+  actor_rollout_ref.actor.optim.lr=1e-6 \
+  actor_rollout_ref.actor.ppo_mini_batch_size=32 \
+  actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2 \
+  actor_rollout_ref.actor.use_kl_loss=True \
+  actor_rollout_ref.actor.kl_loss_coef=0.001 \
+  actor_rollout_ref.actor.kl_loss_type=low_var_kl \
+  actor_rollout_ref.actor.entropy_coeff=0 \
+  actor_rollout_ref.actor.fsdp_config.param_offload=False \
+  actor_rollout_ref.rollout.name=vllm \
+  actor_rollout_ref.rollout.mode=async \
+  actor_rollout_ref.rollout.n=8 \
+  actor_rollout_ref.rollout.tensor_model_parallel_size=1 \
+  actor_rollout_ref.rollout.gpu_memory_utilization=0.5 \
+  actor_rollout_ref.rollout.calculate_log_probs=True \
+  actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4 \
+  actor_rollout_ref.rollout.agent.agent_loop_config_path="$REPO/adapters/verl/agent_loop.yaml" \
+  actor_rollout_ref.rollout.agent.default_agent_loop=agentflow \
+  actor_rollout_ref.rollout.val_kwargs.temperature=0.6 \
+  actor_rollout_ref.rollout.val_kwargs.do_sample=True \
+  actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=4 \
+  trainer.critic_warmup=0 \
+  trainer.logger='["console","tensorboard"]' \
+  trainer.project_name=agentflow \
+  trainer.experiment_name=flow-grpo-planner \
+  trainer.default_local_dir="$SAVE_DIR" \
+  trainer.n_gpus_per_node="$GPUS_PER_NODE" \
+  trainer.nnodes=1 \
+  trainer.save_freq=50 \
+  trainer.test_freq=20 \
+  trainer.total_epochs=1 \
+  "$@"
