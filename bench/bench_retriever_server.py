@@ -1,42 +1,49 @@
-"""Throughput of the retriever server with and without micro-batching.
+"""Throughput of the shared retriever server with one client and with many concurrent clients.
 
-    python bench/bench_retriever_server.py [--docs 20000] [--clients 64] [--requests 2000]
+    python bench/bench_retriever_server.py [--retriever bm25|dense|hybrid] [--dense-model PATH]
+        [--docs 20000] [--clients 1,64] [--requests 2000] [--window-ms 2]
 
-Many concurrent single-query requests (as many env workers send) hit one server; the batcher
-merges those that arrive within the window into one ``search_batch`` call. The client runs in
-this process too; on few cores its HTTP overhead (httpx, ~2-3 ms CPU per request) can dominate,
-so also try the server alone: ``agentflow-env serve-retriever --corpus PATH --port 0``.
+The server runs as its own process (``agentflow-env serve-retriever`` on a generated corpus, as
+env workers would share it); this process sends single-query requests from N concurrent
+clients (asyncio, one ``RemoteRetriever``) and reports queries/s per N, the ratio against one
+client, and how the server batched them (``/health``). On few cores the client's own HTTP
+work (httpx, ~2-3 ms CPU per request) competes with the server for the CPUs.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import random
+import subprocess
+import sys
+import tempfile
 import time
+import urllib.request
+from pathlib import Path
 
-from agentflow_env.retrieval.bm25 import get_index
-from agentflow_env.retrieval.corpus import Corpus, Document
 from agentflow_env.retrieval.remote import RemoteRetriever
-from agentflow_env.retrieval.server import start_retriever_server
 
 
-def synthetic_corpus(n_docs: int, seed: int = 0) -> Corpus:
+def write_corpus(path: Path, n_docs: int, seed: int = 0) -> None:
     rng = random.Random(seed)
     words = [f"w{i}" for i in range(50_000)]
-    return Corpus.from_documents(
-        Document(str(i), f"Title {i}", " ".join(rng.choices(words, k=100))) for i in range(n_docs)
-    )
+    with path.open("w", encoding="utf-8") as handle:
+        for i in range(n_docs):
+            text = " ".join(rng.choices(words, k=100))
+            handle.write(json.dumps({"id": str(i), "contents": f"Title {i}\n{text}"}) + "\n")
 
 
 async def hammer(url: str, queries: list[str], clients: int) -> float:
-    retriever = RemoteRetriever(url, timeout_s=30)
+    retriever = RemoteRetriever(url, timeout_s=120)
     semaphore = asyncio.Semaphore(clients)
 
     async def one(query: str) -> None:
         async with semaphore:
             await retriever.search(query, 3)
 
+    await retriever.search("warm up", 3)
     started = time.perf_counter()
     await asyncio.gather(*(one(q) for q in queries))
     elapsed = time.perf_counter() - started
@@ -44,24 +51,60 @@ async def hammer(url: str, queries: list[str], clients: int) -> float:
     return elapsed
 
 
+def health(url: str) -> dict[str, object]:
+    with urllib.request.urlopen(url + "/health", timeout=30) as response:
+        return dict(json.loads(response.read()))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--retriever", default="bm25", choices=("bm25", "dense", "hybrid"))
+    parser.add_argument("--dense-model", default=None)
     parser.add_argument("--docs", type=int, default=20_000)
-    parser.add_argument("--clients", type=int, default=64)
+    parser.add_argument("--clients", default="1,64", help="comma-separated client counts")
     parser.add_argument("--requests", type=int, default=2000)
+    parser.add_argument("--window-ms", type=float, default=2.0)
     args = parser.parse_args()
-    corpus = synthetic_corpus(args.docs)
-    index = get_index(corpus)
     rng = random.Random(1)
     queries = [f"w{rng.randrange(50_000)} w{rng.randrange(50_000)}" for _ in range(args.requests)]
-    for window_ms in (0.0, 2.0, 5.0):
-        with start_retriever_server(index=index, batch_window_s=window_ms / 1000) as handle:
-            elapsed = asyncio.run(hammer(handle.url, queries, args.clients))
-            stats = handle.stats.as_dict()
-        print(
-            f"window {window_ms:>3.1f} ms: {args.requests / elapsed:7.0f} requests/s, "
-            f"{stats['batches']} batches, largest {stats['largest_batch']} queries"
-        )
+    with tempfile.TemporaryDirectory() as tmp:
+        corpus = Path(tmp) / "corpus.jsonl"
+        write_corpus(corpus, args.docs)
+        command = [sys.executable, "-m", "agentflow_env.cli", "serve-retriever", "--corpus"]
+        command += [str(corpus), "--port", "0", "--cache-dir", str(Path(tmp) / "cache")]
+        command += ["--retriever", args.retriever, "--batch-window-ms", str(args.window_ms)]
+        if args.dense_model:
+            command += ["--dense-model", args.dense_model]
+        started = time.perf_counter()
+        server = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+        try:
+            assert server.stdout is not None
+            line = server.stdout.readline()
+            if not line.startswith("serving "):
+                raise SystemExit(f"the server did not start: {line!r}")
+            url = line.split(" at ")[1].strip().removesuffix("/retrieve")
+            print(
+                server.stdout.readline().strip(),
+                f"(ready after {time.perf_counter() - started:.1f} s)",
+            )
+            rates: dict[int, float] = {}
+            for clients in (int(c) for c in args.clients.split(",")):
+                before = health(url)
+                elapsed = asyncio.run(hammer(url, queries, clients))
+                after = health(url)
+                rates[clients] = len(queries) / elapsed
+                batches = int(after["batches"]) - int(before["batches"])  # type: ignore[call-overload]
+                print(
+                    f"{args.retriever}, {args.docs} docs, {clients:>3} clients: "
+                    f"{rates[clients]:7.1f} queries/s ({batches} batches, "
+                    f"{len(queries) / max(batches, 1):.1f} queries per batch; "
+                    f"largest batch so far {after['largest_batch']})"
+                )
+            base = next(iter(rates.values()))
+            print("ratio to the first:", {c: round(r / base, 2) for c, r in rates.items()})
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
 
 
 if __name__ == "__main__":

@@ -86,7 +86,17 @@ class AgentFlowEnv(gym.Env[dict[str, Any], PlannerInput]):
             config = config.updated(**settings)
         self.config: EnvConfig = config
         self.task_source: TaskSource = config.make_task_source()
-        self.tools = ToolSet([build_tool(t, config.retriever_url) for t in config.tools])
+        self.tools = ToolSet(
+            [
+                build_tool(
+                    t,
+                    config.retriever_url,
+                    retriever=config.retriever,
+                    dense_model=config.dense_model,
+                )
+                for t in config.tools
+            ]
+        )
         self.modules = build_modules(
             modules_spec(config.modules),
             endpoint=config.llm_endpoint,

@@ -5,20 +5,35 @@ from __future__ import annotations
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Protocol
 
 import bm25s
 
 from agentflow_env.retrieval.corpus import Corpus, Document
 
-_WORD = re.compile(r"\w+")
+TOKEN_PATTERN = re.compile(r"\w+")
+"""What ``tokenize_for_search`` finds in lowercased text (the streaming build uses it too)."""
 
 Hit = tuple[Document, float]
 
 
+class Searchable(Protocol):
+    """What a search tool or the retriever server needs of an index, in memory or on disk."""
+
+    @property
+    def corpus_id(self) -> str: ...
+
+    def __len__(self) -> int: ...
+
+    def search(self, query: str, k: int) -> list[Hit]: ...
+
+    def search_batch(self, queries: Sequence[str], k: int) -> list[list[Hit]]: ...
+
+
 def tokenize_for_search(text: str) -> list[str]:
     """Lowercased Unicode word tokens; no stemming or stopwords (queries are often short names)."""
-    return _WORD.findall(text.lower())
+    return TOKEN_PATTERN.findall(text.lower())
 
 
 class BM25Index:
@@ -65,6 +80,10 @@ class BM25Index:
         """The underlying bm25s index (``None`` for a corpus without a single token)."""
         return self._retriever
 
+    @property
+    def corpus_id(self) -> str:
+        return self.corpus.corpus_id
+
     def __len__(self) -> int:
         return len(self.corpus)
 
@@ -74,31 +93,46 @@ class BM25Index:
 
     def search_batch(self, queries: Sequence[str], k: int) -> list[list[Hit]]:
         """``search`` for many queries with a single bm25s call."""
-        results: list[list[Hit]] = [[] for _ in queries]
-        k = min(k, len(self.corpus))
-        if self._retriever is None or k <= 0:
-            return results
-        # bm25s must only see ids from its own vocabulary; queries without any are answered here.
-        positions: list[int] = []
-        query_ids: list[list[int]] = []
-        for position, query in enumerate(queries):
-            ids = [self._vocab[t] for t in tokenize_for_search(query) if t in self._vocab]
-            if ids:
-                positions.append(position)
-                query_ids.append(ids)
-        if not query_ids:
-            return results
-        indices, scores = self._retriever.retrieve(query_ids, k=k, show_progress=False)
         documents = self.corpus.documents
-        for position, row_indices, row_scores in zip(positions, indices, scores, strict=True):
-            hits = [
-                (int(index), float(score))
-                for index, score in zip(row_indices, row_scores, strict=True)
-                if score > 0
-            ]
-            hits.sort(key=lambda hit: (-hit[1], hit[0]))  # ties keep corpus order
-            results[position] = [(documents[index], score) for index, score in hits]
+        ranked = rank_rows(self._retriever, self._vocab, queries, k, len(documents))
+        return [[(documents[row], score) for row, score in rows] for rows in ranked]
+
+
+def rank_rows(
+    retriever: bm25s.BM25 | None,
+    vocab: Mapping[str, int],
+    queries: Sequence[str],
+    k: int,
+    n_docs: int,
+) -> list[list[tuple[int, float]]]:
+    """The top ``k`` ``(row, score)`` pairs with a positive score per query, best first.
+
+    Ties keep corpus order. bm25s must only see ids from its own vocabulary: query tokens
+    outside ``vocab`` are dropped, and a query without any gets no hits.
+    """
+    results: list[list[tuple[int, float]]] = [[] for _ in queries]
+    k = min(k, n_docs)
+    if retriever is None or k <= 0:
         return results
+    positions: list[int] = []
+    query_ids: list[list[int]] = []
+    for position, query in enumerate(queries):
+        ids = [vocab[t] for t in tokenize_for_search(query) if t in vocab]
+        if ids:
+            positions.append(position)
+            query_ids.append(ids)
+    if not query_ids:
+        return results
+    indices, scores = retriever.retrieve(query_ids, k=k, show_progress=False)
+    for position, row_indices, row_scores in zip(positions, indices, scores, strict=True):
+        hits = [
+            (int(index), float(score))
+            for index, score in zip(row_indices.tolist(), row_scores.tolist(), strict=True)
+            if score > 0
+        ]
+        hits.sort(key=lambda hit: (-hit[1], hit[0]))  # ties keep corpus order
+        results[position] = hits
+    return results
 
 
 _DEFAULT_CACHE_SIZE = 256
@@ -175,9 +209,12 @@ def _evict() -> None:
 __all__ = [
     "BM25Index",
     "Hit",
+    "Searchable",
+    "TOKEN_PATTERN",
     "cached_index_ids",
     "clear_index_cache",
     "get_index",
+    "rank_rows",
     "set_index_cache_size",
     "tokenize_for_search",
 ]

@@ -1,7 +1,9 @@
 """Documents and corpora: the text a search tool retrieves from, and corpus files.
 
-A corpus file is wiki-18 style JSONL, optionally gzipped: ``{"id", "contents": "title\\ntext"}``
-or ``{"id", "title", "text"}`` per line. Errors (``DatasetError``) name the file and the line.
+A corpus file is wiki-18 style JSONL (``{"id", "contents": "title\\ntext"}`` or
+``{"id", "title", "text"}`` per line) or DPR style TSV (``id<TAB>text<TAB>title`` with a header
+row), optionally gzipped; ``corpus_reader`` reads them. Errors (``DatasetError``) name the file
+and the line. A corpus too large for memory is served from disk instead (``file_index``).
 """
 
 from __future__ import annotations
@@ -9,13 +11,12 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from agentflow_env.base.errors import DatasetError
-from agentflow_env.base.jsonl import read_jsonl
+from agentflow_env.retrieval.corpus_reader import iter_corpus_records
 
 PathLike = str | os.PathLike[str]
 
@@ -110,21 +111,28 @@ def _parse_header(line: str) -> str | None:
 
 
 # -- corpus files ---------------------------------------------------------------------------------
-def load_corpus_jsonl(path: PathLike, corpus_id: str = "") -> Corpus:
-    """Read a wiki-18 style corpus. A record without an id gets its 0-based index as id.
+def iter_corpus_file(path: PathLike) -> Iterator[Document]:
+    """The documents of a corpus file (JSONL or TSV, optionally gzipped), read lazily."""
+    for doc_id, title, text in iter_corpus_records(path):
+        yield Document(doc_id, title, text)
 
-    ``contents`` is split at its first newline into title and text, so ``Document.contents``
-    gives back the original string (when it has a newline).
+
+def load_corpus_file(path: PathLike, corpus_id: str = "") -> Corpus:
+    """Read a whole corpus file into memory. A record without an id gets its 0-based index.
+
+    A JSONL ``contents`` is split at its first newline into title and text, so
+    ``Document.contents`` gives back the original string (when it has a newline).
     """
-    file = Path(path)
-    documents: list[Document] = []
-    for index, (where, record) in enumerate(read_jsonl(file)):
-        documents.append(_to_document(record, file, where, index))
-    return Corpus.from_documents(documents, corpus_id)
+    return Corpus.from_documents(iter_corpus_file(path), corpus_id)
+
+
+def load_corpus_jsonl(path: PathLike, corpus_id: str = "") -> Corpus:
+    """``load_corpus_file`` under its old name: it reads every corpus layout, TSV included."""
+    return load_corpus_file(path, corpus_id)
 
 
 def resolve_corpus(corpus: Corpus | PathLike | None) -> Corpus | None:
-    """A ``Corpus`` as is; a path loaded with ``load_corpus_jsonl`` (cached per unchanged file)."""
+    """A ``Corpus`` as is; a path loaded with ``load_corpus_file`` (cached per unchanged file)."""
     if corpus is None or isinstance(corpus, Corpus):
         return corpus
     file = Path(corpus).resolve()
@@ -137,20 +145,4 @@ def resolve_corpus(corpus: Corpus | PathLike | None) -> Corpus | None:
 
 @functools.lru_cache(maxsize=4)
 def _cached_corpus(path: str, mtime_ns: int, size: int) -> Corpus:
-    return load_corpus_jsonl(path)
-
-
-def _to_document(record: Mapping[str, Any], file: Path, where: str, index: int) -> Document:
-    doc_id = next((record[k] for k in ("id", "doc_id", "_id") if record.get(k) is not None), index)
-    if isinstance(doc_id, bool) or not isinstance(doc_id, str | int):
-        raise DatasetError(f"{file}, {where}: 'id' must be a string or an integer, got {doc_id!r}")
-    contents = record.get("contents")
-    if contents is not None:
-        if not isinstance(contents, str):
-            raise DatasetError(f"{file}, {where}: 'contents' must be a string")
-        head, _, body = contents.partition("\n")
-        return Document(str(doc_id), head, body)
-    title, text = record.get("title") or "", record.get("text")
-    if not isinstance(text, str) or not isinstance(title, str):
-        raise DatasetError(f"{file}, {where}: expected 'contents' or 'title' and 'text' strings")
-    return Document(str(doc_id), title, text)
+    return load_corpus_file(path)

@@ -163,7 +163,7 @@ def _metadata(corpus: Corpus, vocab_size: int) -> dict[str, object]:
         "corpus_id": corpus.corpus_id,
         "documents": len(corpus),
         "vocab_size": vocab_size,
-        "tokenizer": _tokenizer_signature(),
+        "tokenizer": tokenizer_signature(),
     }
 
 
@@ -175,7 +175,7 @@ def _read_metadata(directory: Path) -> dict[str, object] | None:
     return meta if isinstance(meta, dict) else None
 
 
-def _tokenizer_signature() -> str:
+def tokenizer_signature() -> str:
     """Changes when ``tokenize_for_search`` changes behaviour, which invalidates saved indexes."""
     tokens = "\x00".join(tokenize_for_search(_TOKENIZER_PROBE))
     return hashlib.sha256(tokens.encode("utf-8")).hexdigest()[:12]
@@ -190,4 +190,5 @@ __all__ = [
     "load_index",
     "load_or_build_index",
     "save_index",
+    "tokenizer_signature",
 ]

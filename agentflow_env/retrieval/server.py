@@ -1,9 +1,15 @@
-"""A retriever server speaking Search-R1's protocol over a BM25 index.
+"""A retriever server speaking Search-R1's protocol over a BM25, dense or hybrid index.
 
 ``POST /retrieve`` with ``{"queries": [str], "topk": int, "return_scores": bool}`` answers
 ``{"result": [[{"document": {"id", "contents"}, "score": float}, ...], ...]}``, or, without
-scores, one list of ``{"id", "contents"}`` documents per query. ``GET /health`` reports the corpus
-and counters. Bad requests get HTTP 400 with ``{"error": ...}``.
+scores, one list of ``{"id", "contents"}`` documents per query. As in Search-R1's server, a
+``topk`` that is missing, ``null`` or ``0`` means the server's default. Bad requests get HTTP 400
+with ``{"error": ...}``.
+
+``GET /health`` reports the index (``retriever``, ``model``, ``corpus_id``, ``documents``,
+``index``: per part where it came from, ``"built"`` or ``"loaded"`` from the disk cache, and the
+seconds it took; ``ready_at``: when serving began, UTC ISO 8601), ``default_topk``, ``uptime_s``
+and the counters of ``ServerStats``.
 
 Standard library only: a ``ThreadingHTTPServer`` whose handler threads hand their queries to one
 batching thread; requests arriving within ``batch_window_s`` are merged into one
@@ -18,15 +24,24 @@ import queue
 import signal
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
-from agentflow_env.retrieval.bm25 import BM25Index, Hit, get_index
-from agentflow_env.retrieval.corpus import Corpus, load_corpus_jsonl
-from agentflow_env.retrieval.index_store import load_or_build_index
+from agentflow_env.retrieval.bm25 import Hit, Searchable, get_index
+from agentflow_env.retrieval.corpus import Corpus, PathLike, load_corpus_file
+from agentflow_env.retrieval.dense import (
+    DEFAULT_DENSE_MODEL,
+    DocumentSource,
+    load_or_build_dense_index,
+)
+from agentflow_env.retrieval.file_index import build_corpus_index, open_corpus_index
+from agentflow_env.retrieval.hybrid import HybridIndex, check_retriever, describe_searcher
+from agentflow_env.retrieval.index_store import index_dir, load_or_build_index
 
 DEFAULT_TOPK = 3
 MAX_TOPK = 1000
@@ -73,7 +88,7 @@ class QueryBatcher:
 
     def __init__(
         self,
-        index: BM25Index,
+        index: Searchable,
         stats: ServerStats,
         window_s: float = 0.002,
         max_batch_queries: int = 512,
@@ -149,10 +164,12 @@ def parse_request(body: bytes, default_topk: int) -> tuple[list[str], int, bool]
     if len(queries) > MAX_QUERIES_PER_REQUEST:
         raise RequestError(f"at most {MAX_QUERIES_PER_REQUEST} queries per request")
     topk = request.get("topk")
-    if topk is None:
+    if isinstance(topk, bool) or not isinstance(topk, int | None):
+        raise RequestError(f"'topk' must be an integer from 0 to {MAX_TOPK}, got {topk!r}")
+    if not topk:  # Search-R1: a missing, null or 0 topk means the server's default
         topk = default_topk
-    if isinstance(topk, bool) or not isinstance(topk, int) or not 1 <= topk <= MAX_TOPK:
-        raise RequestError(f"'topk' must be an integer from 1 to {MAX_TOPK}, got {topk!r}")
+    if not 1 <= topk <= MAX_TOPK:
+        raise RequestError(f"'topk' must be an integer from 0 to {MAX_TOPK}, got {topk!r}")
     return_scores = request.get("return_scores", False)
     if not isinstance(return_scores, bool):
         raise RequestError(f"'return_scores' must be true or false, got {return_scores!r}")
@@ -178,13 +195,37 @@ class _Server(ThreadingHTTPServer):
     request_queue_size = 256
 
     def __init__(
-        self, address: tuple[str, int], index: BM25Index, topk: int, batcher: QueryBatcher
+        self,
+        address: tuple[str, int],
+        index: Searchable,
+        topk: int,
+        batcher: QueryBatcher,
+        index_facts: Mapping[str, Any],
     ):
         super().__init__(address, _Handler)
         self.index = index
         self.default_topk = topk
         self.batcher = batcher
         self.stats = batcher.stats
+        self.index_facts = dict(index_facts)
+        self.started = time.monotonic()
+        self.ready_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+    def health(self) -> dict[str, Any]:
+        """The ``GET /health`` body."""
+        kind, model = describe_searcher(self.index)
+        return {
+            "status": "ok",
+            "retriever": kind,
+            "model": model,
+            "corpus_id": self.index.corpus_id,
+            "documents": len(self.index),
+            "index": self.index_facts,
+            "ready_at": self.ready_at,
+            "uptime_s": round(time.monotonic() - self.started, 3),
+            "default_topk": self.default_topk,
+            **self.stats.as_dict(),
+        }
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -196,17 +237,7 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path.split("?")[0] != "/health":
             self._reply(404, {"error": f"no such endpoint: GET {self.path}"})
             return
-        index = self.server.index
-        self._reply(
-            200,
-            {
-                "status": "ok",
-                "corpus_id": index.corpus.corpus_id,
-                "documents": len(index),
-                "default_topk": self.server.default_topk,
-                **self.server.stats.as_dict(),
-            },
-        )
+        self._reply(200, self.server.health())
 
     def do_POST(self) -> None:  # noqa: N802 - the http.server naming
         body = self._read_body()
@@ -310,25 +341,120 @@ def start_retriever_server(
     host: str = "127.0.0.1",
     port: int = 0,
     *,
-    index: BM25Index | None = None,
+    index: Searchable | None = None,
     topk: int = DEFAULT_TOPK,
     batch_window_s: float = 0.002,
     max_batch_queries: int = 512,
+    index_facts: Mapping[str, Any] | None = None,
 ) -> RetrieverServerHandle:
-    """Serve ``corpus`` (or a ready ``index``) on ``host:port``; ``port=0`` picks a free port."""
+    """Serve ``corpus`` (in-memory BM25) or a ready ``index`` (BM25, dense or hybrid) on
+    ``host:port``; ``port=0`` picks a free port. ``index_facts`` is ``/health``'s ``index``
+    (``open_index`` makes it)."""
     if index is None:
         if corpus is None:
             raise ValueError("give a corpus or an index")
+        started = time.perf_counter()
         index = get_index(corpus)
+        index_facts = index_facts or {"bm25": _fact("built", started)}
     if not 1 <= topk <= MAX_TOPK:
         raise ValueError(f"topk must be from 1 to {MAX_TOPK}, got {topk}")
     batcher = QueryBatcher(index, ServerStats(), batch_window_s, max_batch_queries)
     try:
-        server = _Server((host, port), index, topk, batcher)
+        server = _Server((host, port), index, topk, batcher, index_facts or {})
     except OSError:
         batcher.stop()
         raise
     return RetrieverServerHandle(server, batcher)
+
+
+def open_index(
+    source: Corpus | PathLike,
+    retriever: str = "bm25",
+    *,
+    dense_model: str | None = None,
+    cache_dir: PathLike | None = None,
+    use_cache: bool = True,
+    query_prefix: str | None = None,
+    passage_prefix: str | None = None,
+) -> tuple[Searchable, dict[str, Any]]:
+    """The index a server answers from, and its facts for ``/health``: per part (``bm25``,
+    ``dense``), ``source`` (``"built"`` or ``"loaded"`` from the disk cache) and ``seconds``.
+
+    ``source`` is a ``Corpus`` (BM25 in memory, cached by ``index_store``) or a corpus file:
+    with ``use_cache`` its memory-mapped ``file_index`` (built once into the cache, documents
+    read on demand; dense retrieval reads its documents there too), else it is loaded into
+    memory. Dense embeddings are cached under ``cache_dir`` unless ``use_cache=False``.
+    """
+    check_retriever(retriever)
+    facts: dict[str, Any] = {}
+    sparse: Searchable | None = None
+    documents: DocumentSource
+    if retriever == "dense" and (isinstance(source, Corpus) or not use_cache):
+        documents = source if isinstance(source, Corpus) else load_corpus_file(source)
+    else:
+        started = time.perf_counter()
+        sparse, documents, bm25_facts = _open_bm25(source, cache_dir, use_cache)
+        bm25_facts["seconds"] = round(time.perf_counter() - started, 3)
+        if retriever != "dense":
+            facts["bm25"] = bm25_facts
+        if retriever == "bm25":
+            return sparse, facts
+    dense = load_or_build_dense_index(
+        documents,
+        dense_model or DEFAULT_DENSE_MODEL,
+        cache_dir=cache_dir,
+        use_cache=use_cache,
+        query_prefix=query_prefix,
+        passage_prefix=passage_prefix,
+    )
+    facts["dense"] = {
+        "source": dense.source,
+        "seconds": round(dense.seconds, 3),
+        "dimension": dense.dimension,
+        "gpu": dense.on_gpu,
+    }
+    if retriever == "dense" or sparse is None:
+        return dense, facts
+    return HybridIndex(sparse, dense), facts
+
+
+def _open_bm25(
+    source: Corpus | PathLike, cache_dir: PathLike | None, use_cache: bool
+) -> tuple[Searchable, DocumentSource, dict[str, Any]]:
+    """The BM25 index of ``source``, where its documents are, and facts about it."""
+    if not isinstance(source, Corpus) and use_cache:
+        _, built = build_corpus_index(source, cache_dir)
+        file_index = open_corpus_index(source, cache_dir)
+        facts = {key: v for key, v in file_index.facts().items() if key != "kind"}
+        return file_index, file_index, {"source": "built" if built else "loaded", **facts}
+    corpus = source if isinstance(source, Corpus) else load_corpus_file(source)
+    if not use_cache:
+        return get_index(corpus), corpus, {"source": "built", "storage": "memory"}
+    directory = index_dir(corpus, cache_dir)
+    before = _identity(directory)
+    index = load_or_build_index(corpus, cache_dir)
+    # A (re)built index is renamed into place: a new directory.
+    loaded = before is not None and _identity(directory) == before
+    return index, corpus, {"source": "loaded" if loaded else "built", "storage": "memory"}
+
+
+def _identity(directory: Path) -> tuple[int, int] | None:
+    try:
+        stat = directory.stat()
+    except OSError:
+        return None
+    return stat.st_ino, stat.st_mtime_ns
+
+
+def _describe_index(index: Searchable, facts: Mapping[str, Any]) -> str:
+    """One line: ``retriever: dense (model); dense built in 1.2 s``."""
+    kind, model = describe_searcher(index)
+    parts = [f"{name} {fact['source']} in {fact['seconds']:.1f} s" for name, fact in facts.items()]
+    return f"retriever: {kind}" + f" ({model})" * bool(model) + "".join(f"; {p}" for p in parts)
+
+
+def _fact(source: str, started: float) -> dict[str, Any]:
+    return {"source": source, "seconds": round(time.perf_counter() - started, 3)}
 
 
 def serve_corpus_file(
@@ -340,16 +466,34 @@ def serve_corpus_file(
     cache_dir: str | None = None,
     use_cache: bool = True,
     batch_window_s: float = 0.002,
+    retriever: str = "bm25",
+    dense_model: str | None = None,
+    query_prefix: str | None = None,
+    passage_prefix: str | None = None,
 ) -> int:
-    """``agentflow-env serve-retriever``: serve a corpus JSONL until Ctrl-C or SIGTERM."""
-    corpus = load_corpus_jsonl(corpus_path)
-    index = load_or_build_index(corpus, cache_dir) if use_cache else get_index(corpus)
+    """``agentflow-env serve-retriever``: serve a corpus file until Ctrl-C or SIGTERM."""
+    check_retriever(retriever)
+    index, facts = open_index(
+        corpus_path,
+        retriever,
+        dense_model=dense_model,
+        cache_dir=cache_dir,
+        use_cache=use_cache,
+        query_prefix=query_prefix,
+        passage_prefix=passage_prefix,
+    )
     handle = start_retriever_server(
-        host=host, port=port, index=index, topk=topk, batch_window_s=batch_window_s
+        host=host,
+        port=port,
+        index=index,
+        topk=topk,
+        batch_window_s=batch_window_s,
+        index_facts=facts,
     )
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, lambda *_: handle.stop())
-    print(f"serving {len(corpus)} documents at {handle.url}/retrieve", flush=True)
+    print(f"serving {len(index)} documents at {handle.url}/retrieve", flush=True)
+    print(_describe_index(index, facts), flush=True)
     try:
         handle.wait()
     except KeyboardInterrupt:
@@ -367,6 +511,7 @@ __all__ = [
     "RetrieverServerHandle",
     "ServerStats",
     "format_result",
+    "open_index",
     "parse_request",
     "serve_corpus_file",
     "start_retriever_server",

@@ -114,12 +114,19 @@ def modules_spec(modules: Any) -> Any:
     return modules
 
 
-def build_tool(entry: str | Mapping[str, Any] | Tool, retriever_url: str | None = None) -> Tool:
+def build_tool(
+    entry: str | Mapping[str, Any] | Tool,
+    retriever_url: str | None = None,
+    *,
+    retriever: str | None = None,
+    dense_model: str | None = None,
+) -> Tool:
     """A ``Tool`` from a registry name, a JSON object ``{"name": ..., options}`` or a ``Tool``.
 
     The object's variant options (``agentflow_env.tools.variants.VARIANT_OPTIONS``) wrap the
     built tool in a ``ToolVariant``; the other options go to the factory. ``retriever_url`` goes
-    to a Search tool (or another that ``uses_retriever``) that names no retriever itself. A tool
+    to a Search tool (or another that ``uses_retriever``) that names no retriever itself;
+    ``retriever`` and ``dense_model`` (how a local corpus is ranked) to a Search tool. A tool
     class that ``requires_llm`` gets its model from the ``"llm"`` option (an endpoint object
     ``{"base_url": ..., "model": ...}``, an ``LLMEndpoint`` or a chat backend), else from the
     ``AGENTFLOW_TOOLS_*`` / ``AGENTFLOW_LLM_*`` variables when they name an endpoint, else none.
@@ -142,6 +149,10 @@ def build_tool(entry: str | Mapping[str, Any] | Tool, retriever_url: str | None 
     )
     if retriever_url is not None and takes_retriever:
         options.setdefault("retriever_url", retriever_url)
+    if canonical_tool_name(name) == "search":
+        for key, value in (("retriever", retriever), ("dense_model", dense_model)):
+            if value is not None:
+                options.setdefault(key, value)
     if getattr(factory, "requires_llm", False):
         _give_tool_llm(name, options)
     tool = factory(**options)

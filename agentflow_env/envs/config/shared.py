@@ -27,6 +27,8 @@ from agentflow_env.envs.config.fields import (
     type_hints,
 )
 from agentflow_env.envs.config.presets import Preset, with_preset
+from agentflow_env.retrieval.dense import DEFAULT_DENSE_MODEL
+from agentflow_env.retrieval.hybrid import RetrieverKind
 from agentflow_env.tasks.base import TaskSource
 from agentflow_env.tools.base import Tool
 from agentflow_env.workflow.frozen_modules import Modules
@@ -66,7 +68,20 @@ class EnvConfig(abc.ABC):
         None,
         help="a Search-R1 /retrieve server the Search tool asks instead of a local index",
         section="tools",
-        none_means="$AGENTFLOW_RETRIEVER_URL if set, else a local BM25 index",
+        none_means="$AGENTFLOW_RETRIEVER_URL if set, else a local index (retriever=)",
+    )
+    retriever: RetrieverKind = setting(
+        "bm25",
+        help="how the Search tool ranks a local corpus: bm25 (keywords), dense "
+        "(sentence-transformers + FAISS, extra 'dense') or hybrid (reciprocal-rank fusion of both)",
+        section="tools",
+    )
+    dense_model: str | None = setting(
+        None,
+        help="the encoder of dense and hybrid retrieval: a local sentence-transformers directory "
+        "or a Hugging Face name in the local cache",
+        section="tools",
+        none_means=f"{DEFAULT_DENSE_MODEL} (Search-R1's)",
     )
     tool_timeout_s: float = setting(
         10.0,
