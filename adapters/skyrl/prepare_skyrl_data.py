@@ -13,14 +13,16 @@ question, which SkyRL only uses to filter over-long prompts: the env renders the
 from __future__ import annotations
 
 import argparse
-import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
+
+from agentflow_env.base.jsonl import rewrite_jsonl
 
 ENV_CLASS = "agentflow"
 
 
-def skyrl_row(row: dict) -> dict:
+def skyrl_row(row: Mapping[str, Any]) -> dict:
     """One SkyRL dataset row from one AgentFlow prompt row."""
     return {
         "prompt": [{"role": "user", "content": row["prompt"]}],
@@ -35,16 +37,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("source", help="AgentFlow prompt JSONL (adapters/openrlhf/prepare_data.py)")
     parser.add_argument("out", help="SkyRL JSONL to write")
     args = parser.parse_args(argv)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    count = 0
-    with (
-        open(args.source, encoding="utf-8") as source,
-        open(args.out, "w", encoding="utf-8") as out,
-    ):
-        for line in source:
-            if line.strip():
-                out.write(json.dumps(skyrl_row(json.loads(line)), ensure_ascii=False) + "\n")
-                count += 1
+    count = rewrite_jsonl(Path(args.source), Path(args.out), lambda row, index: skyrl_row(row))
     print(f"wrote {count} SkyRL rows to {args.out}")
     return 0
 

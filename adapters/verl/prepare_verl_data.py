@@ -14,14 +14,16 @@ JSONL (``data.train_files=...jsonl``) as it reads parquet.
 from __future__ import annotations
 
 import argparse
-import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
+
+from agentflow_env.base.jsonl import rewrite_jsonl
 
 AGENT_NAME = "agentflow"
 
 
-def verl_row(row: dict, index: int) -> dict:
+def verl_row(row: Mapping[str, Any], index: int) -> dict:
     """One verl dataset row from one AgentFlow prompt row."""
     return {
         "data_source": row.get("datasource") or "agentflow",
@@ -38,16 +40,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("source", help="AgentFlow prompt JSONL (adapters/openrlhf/prepare_data.py)")
     parser.add_argument("out", help="verl JSONL to write")
     args = parser.parse_args(argv)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    count = 0
-    with (
-        open(args.source, encoding="utf-8") as source,
-        open(args.out, "w", encoding="utf-8") as out,
-    ):
-        for line in source:
-            if line.strip():
-                out.write(json.dumps(verl_row(json.loads(line), count), ensure_ascii=False) + "\n")
-                count += 1
+    count = rewrite_jsonl(Path(args.source), Path(args.out), verl_row)
     print(f"wrote {count} verl rows to {args.out}")
     return 0
 

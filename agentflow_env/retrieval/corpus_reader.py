@@ -20,13 +20,13 @@ import contextlib
 import csv
 import gzip
 import io
-import json
 import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any, BinaryIO, Literal, Protocol, cast
 
 from agentflow_env.base.errors import DatasetError
+from agentflow_env.base.jsonl import jsonl_objects
 
 PathLike = str | os.PathLike[str]
 CorpusRecord = tuple[str, str, str]
@@ -80,26 +80,8 @@ def iter_corpus_records(
 
 # -- JSONL -----------------------------------------------------------------------------------------
 def _jsonl_records(lines: IO[str], file: Path) -> Iterator[CorpusRecord]:
-    index = 0
-    number = 0
-    try:
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            where = f"line {number}"
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise DatasetError(
-                    f"{file}, {where}: invalid JSON ({error.msg} at column {error.colno})"
-                ) from None
-            if not isinstance(record, Mapping):
-                kind = type(record).__name__
-                raise DatasetError(f"{file}, {where}: expected a JSON object, got {kind}")
-            yield record_from_mapping(record, file, where, index)
-            index += 1
-    except UnicodeDecodeError as error:
-        raise DatasetError(f"{file}, line {number + 1}: not UTF-8 text ({error})") from None
+    for index, (where, record) in enumerate(jsonl_objects(lines, file)):
+        yield record_from_mapping(record, file, where, index)
 
 
 def record_from_mapping(
