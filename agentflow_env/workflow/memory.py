@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from enum import Enum
 from typing import Any
 
@@ -103,13 +103,19 @@ class MemoryEntry:
         object.__setattr__(self, "verification_status", status)
 
     def as_dict(self) -> dict[str, Any]:
-        """The entry as plain data: the status is its string, the containers are lists/dicts."""
-        record = asdict(self)
+        """The entry as plain data: the status is its string, the containers are lists/dicts.
+
+        Built field by field: ``dataclasses.asdict`` deep-copies every value, and this runs for
+        every entry on every step (``info["memory"]``)."""
+        record = {item.name: getattr(self, item.name) for item in _ENTRY_FIELDS}
         record["verification_status"] = self.verification_status.value
         record["tool_arguments"] = dict(self.tool_arguments)
         record["open_questions"] = list(self.open_questions)
         record["errors"] = list(self.errors)
         return record
+
+
+_ENTRY_FIELDS = fields(MemoryEntry)
 
 
 @dataclass(frozen=True)

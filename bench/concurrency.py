@@ -1,0 +1,196 @@
+"""Episodes/s of LLM-module episodes, 1 / 8 / 64 / 256 at once, and the client's CPU profile.
+
+A scripted OpenAI-compatible server (``tests/fake_openai_server.py``) answers every request
+after ``delay`` seconds in its own process; all four frozen modules are LLM-backed and share one
+client; the expert plan drives episodes through the async session API (the loop of
+``bench_llm_concurrency.py``). The baseline is one episode at a time in the same run. Client CPU
+per episode is this process's CPU time over the concurrent run; its breakdown comes from a
+cProfile of one concurrent run, each function's own time put in a category (a C function's in its
+caller's category), scaled to the unprofiled CPU time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import cProfile
+import gc
+import pstats
+import time
+from collections import defaultdict
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from bench_llm_concurrency import play
+from fake_server import start_fake_server
+
+from agentflow_env.envs.env import AgentFlowEnv
+from agentflow_env.llm import LLMEndpoint, close_clients
+from agentflow_env.modules import build_modules
+from agentflow_env.tasks.base import Task
+
+from .report import Record, ratio
+
+TARGETS = {64: 55.0, 256: 150.0}
+# (category, substrings of a profiled function's file or name); the first match wins.
+CATEGORIES = (
+    ("tokenization", ("tokenizers", "base/tokens.py", "base/hf_tokens.py")),
+    (
+        "prompt rendering",
+        (
+            "prompts.py",
+            "observations.py",
+            "untrusted.py",
+            "workflow/memory.py",
+            "jinja2",
+            "agentflow_format.py",
+        ),
+    ),
+    (
+        "parsing",
+        (
+            "actions.py",
+            "action_input.py",
+            "json/",
+            "modules/llm.py",
+            "agentflow_llm.py",
+            "re/",
+            "sre_",
+        ),
+    ),
+    (
+        "HTTP",
+        (
+            "aiohttp",
+            "yarl",
+            "multidict",
+            "llm/client.py",
+            "socket",
+            "selector_events.py",
+            "streams.py",
+        ),
+    ),
+    ("event loop", ("asyncio",)),
+    ("other env", ("agentflow_env",)),
+)
+
+
+def _category(filename: str, name: str) -> str | None:
+    where = f"{filename}:{name}"
+    for category, marks in CATEGORIES:
+        if any(mark in where for mark in marks):
+            return category
+    return None
+
+
+def _resolve(stats: dict[Any, Any], key: tuple[str, int, str]) -> str | None:
+    """``key``'s category, or (library and C functions) that of its heaviest callers, up the
+    stack a few levels."""
+    for _ in range(6):
+        category = _category(key[0], key[2])
+        callers = stats.get(key, (0, 0, 0, 0, {}))[4]
+        if category is not None or not callers:
+            return category
+        key = max(callers, key=lambda c: callers[c][3])
+    return None
+
+
+def breakdown(profile: cProfile.Profile) -> tuple[dict[str, float], list[dict[str, Any]]]:
+    """Share of own time per category, and the top functions by own time."""
+    stats = pstats.Stats(profile).stats  # type: ignore[attr-defined]
+    own: dict[str, float] = defaultdict(float)
+    for key, (_, _, tottime, _, _) in stats.items():
+        own[_resolve(stats, key) or "other"] += tottime
+    total = sum(own.values()) or 1.0
+    top = sorted(stats.items(), key=lambda item: -item[1][2])[:25]
+    functions = [
+        {"function": f"{f}:{line}({name})", "own_s": tt, "cumulative_s": ct, "calls": nc}
+        for (f, line, name), (_, nc, tt, ct, _) in top
+    ]
+    return {k: v / total for k, v in sorted(own.items(), key=lambda kv: -kv[1])}, functions
+
+
+async def _concurrent(base: AgentFlowEnv, tasks: list[Task]) -> tuple[float, float]:
+    """Wall and CPU seconds of running every task's episode at once."""
+    gc.collect()
+    started, cpu = time.perf_counter(), time.process_time()
+    await asyncio.gather(*(play(base.new_session(task)) for task in tasks))
+    return time.perf_counter() - started, time.process_time() - cpu
+
+
+async def _measure(
+    base: AgentFlowEnv, tasks: list[Task], levels: list[int], sequential: int
+) -> dict[str, Any]:
+    await play(base.new_session(tasks[0]))  # warm up: connections, index, prefix cache
+    gc.freeze()  # keep collector passes over the long-lived world out of the timing
+    started = time.perf_counter()
+    for task in tasks[:sequential]:
+        await play(base.new_session(task))
+    one_at_a_time = sequential / (time.perf_counter() - started)
+    rates, cpu_ms = {}, {}
+    for n in levels:
+        wall, cpu = await _concurrent(base, tasks[:n])
+        rates[n], cpu_ms[n] = n / wall, 1000 * cpu / n
+    profiled = max(n for n in levels if n <= 64)
+    profile = cProfile.Profile(time.process_time)  # CPU, not waiting
+    profile.enable()
+    await _concurrent(base, tasks[:profiled])
+    profile.disable()
+    await close_clients()
+    return {
+        "one_at_a_time": one_at_a_time,
+        "rates": rates,
+        "cpu_ms": cpu_ms,
+        "profiled": profiled,
+        "profile": profile,
+    }
+
+
+def concurrency_figures(
+    levels: list[int], sequential: int, delay: float, hops: int = 2
+) -> dict[str, Record]:
+    process, port = start_fake_server("--delay", str(delay), "--stop-after", str(hops))
+    try:
+        endpoint = LLMEndpoint(
+            f"http://127.0.0.1:{port}/v1", "fake", timeout_s=30.0, max_concurrency=max(levels)
+        )
+        env = gym.make(
+            "AgentFlow-Search-v0", hops=hops, modules=build_modules("llm", endpoint=endpoint)
+        )
+        base = env.unwrapped
+        assert isinstance(base, AgentFlowEnv)
+        rng = np.random.default_rng(0)
+        tasks = [base.task_source.sample(rng) for _ in range(max(levels + [sequential]))]
+        result = asyncio.run(_measure(base, tasks, levels, sequential))
+        env.close()
+    finally:
+        if process.stdin is not None:
+            process.stdin.close()
+        process.wait(timeout=10)
+    shares, functions = breakdown(result["profile"])
+    profiled = result["profiled"]
+    cpu_ms = result["cpu_ms"][profiled]
+    figures: dict[str, Record] = {}
+    for n in levels:
+        figures[f"concurrency.episodes_per_s_{n}_vs_1"] = ratio(
+            result["rates"][n],
+            result["one_at_a_time"],
+            what=f"episodes/s with {n} concurrent",
+            against="one at a time",
+            target=TARGETS.get(n),
+            higher_is_better=True,
+            ideal=float(n),
+            client_cpu_ms_per_episode=result["cpu_ms"][n],
+            server_delay_s=delay,
+            llm_calls_per_episode=2 + 2 * hops,
+        )
+    figures["concurrency.client_cpu_per_episode"] = ratio(
+        cpu_ms,
+        1000 * delay,
+        what=f"client CPU ms per episode ({profiled} concurrent)",
+        against="one LLM call's latency (ms)",
+        breakdown_ms={k: share * cpu_ms for k, share in shares.items()},
+        breakdown_share=shares,
+        top_functions=functions,
+    )
+    return figures
