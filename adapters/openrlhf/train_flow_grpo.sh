@@ -44,15 +44,9 @@ EVAL_FILE="${EVAL_FILE:-$DATA_DIR/test.jsonl}"
 SAVE_DIR="${SAVE_DIR:-$REPO/checkpoints/flow-grpo-planner}"
 MAX_LEN="${MAX_LEN:-8192}"                # whole trajectory: prompt + every action and feedback
 
-PIDS=()
-cleanup() { for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done; }
-trap cleanup EXIT
-wait_for() {  # URL PID: wait until URL answers; fail if the server process died
-  until curl -sf "$1" >/dev/null; do
-    kill -0 "$2" 2>/dev/null || { echo "server for $1 exited" >&2; exit 1; }
-    sleep 5
-  done
-}
+# Frozen-module endpoint and retriever server: start_services (adapters/services.sh).
+# shellcheck source=../services.sh
+source "$REPO/adapters/services.sh"
 
 # 1. Prompts: OpenRLHF JSONL whose labels name the task (see prepare_data.py).
 if [ ! -f "$TRAIN_FILE" ]; then
@@ -68,29 +62,11 @@ fi
 export AGENTFLOW_TOKENIZER="$POLICY_MODEL"  # the env renders chat glue with the policy's tokenizer
 # AGENTFLOW_MAX_TURN_TOKENS (default 1024) caps one planner turn and is also the env's
 # max_action_tokens; set it, or max_action_tokens in AGENTFLOW_ENV_KWARGS, not two different values.
-ENV_KWARGS='{"max_turns": 10}'
 
-# 3. Frozen modules (initializer, executor, verifier, generalist) on their own vLLM server.
-if [ -n "$FROZEN_MODEL" ]; then
-  CUDA_VISIBLE_DEVICES="$FROZEN_GPUS" vllm serve "$FROZEN_MODEL" --host 0.0.0.0 \
-    --port "$FROZEN_PORT" --gpu-memory-utilization 0.9 &
-  PIDS+=($!)
-  export AGENTFLOW_LLM_BASE_URL="http://$SERVICE_HOST:$FROZEN_PORT/v1"
-  export AGENTFLOW_LLM_MODEL="$FROZEN_MODEL"
-  ENV_KWARGS='{"max_turns": 10, "modules": "llm"}'
-  wait_for "$AGENTFLOW_LLM_BASE_URL/models" "${PIDS[-1]}"
-fi
+# 3. The frozen-module endpoint and the retriever server, when FROZEN_MODEL / CORPUS are set.
+start_services
 
-# 4. Retriever server for real corpora (Search-R1's POST /retrieve protocol).
-if [ -n "$CORPUS" ]; then
-  agentflow-env serve-retriever --corpus "$CORPUS" --host 0.0.0.0 --port "$RETRIEVER_PORT" &
-  PIDS+=($!)
-  export AGENTFLOW_RETRIEVER_URL="http://$SERVICE_HOST:$RETRIEVER_PORT"
-  wait_for "$AGENTFLOW_RETRIEVER_URL/health" "${PIDS[-1]}"
-fi
-export AGENTFLOW_ENV_KWARGS="${AGENTFLOW_ENV_KWARGS:-$ENV_KWARGS}"
-
-# 5. Ray: a one-node cluster on the training GPUs (multi-node: start it yourself, START_RAY=0).
+# 4. Ray: a one-node cluster on the training GPUs (multi-node: start it yourself, START_RAY=0).
 if [ "$START_RAY" = 1 ]; then
   TRAIN_GPU_IDS="$(seq -s, 0 $((GPUS_PER_NODE - 1)))"
   CUDA_VISIBLE_DEVICES="$TRAIN_GPU_IDS" ray start --head --num-gpus "$GPUS_PER_NODE"
@@ -105,7 +81,7 @@ print(json.dumps({"env_vars": env}))
 EOF
 )"
 
-# 6. Flow-GRPO: the trajectory reward (terminal: the env's answer score) is normalised over the
+# 5. Flow-GRPO: the trajectory reward (terminal: the env's answer score) is normalised over the
 # 8 trajectories of a prompt (group_norm) and placed on every planner token; KL is a loss term.
 ARGS=(
   # The planner being trained. No critic and no reward model: rewards come from the env.

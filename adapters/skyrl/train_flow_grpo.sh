@@ -36,15 +36,9 @@ SAVE_DIR="${SAVE_DIR:-$REPO/checkpoints/flow-grpo-planner-skyrl}"
 MAX_INPUT_LENGTH="${MAX_INPUT_LENGTH:-12288}"
 TURN_TOKENS="${TURN_TOKENS:-1024}"
 
-PIDS=()
-cleanup() { for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done; }
-trap cleanup EXIT
-wait_for() {  # URL PID: wait until URL answers; fail if the server process died
-  until curl -sf "$1" >/dev/null; do
-    kill -0 "$2" 2>/dev/null || { echo "server for $1 exited" >&2; exit 1; }
-    sleep 5
-  done
-}
+# Frozen-module endpoint and retriever server: start_services (adapters/services.sh).
+# shellcheck source=../services.sh
+source "$REPO/adapters/services.sh"
 
 # 1. Prompts: AgentFlow labels (adapters/openrlhf/prepare_data.py), as SkyRL rows.
 mkdir -p "$DATA_DIR"
@@ -63,34 +57,16 @@ fi
 # AGENTFLOW_* variable). The env renders prompts with the policy's tokenizer.
 export AGENTFLOW_TOKENIZER="$POLICY_MODEL"
 export AGENTFLOW_MAX_TURN_TOKENS="$TURN_TOKENS"  # also the env's max_action_tokens
-ENV_KWARGS='{"max_turns": 10}'
 
-# 3. Frozen modules (initializer, executor, verifier, generalist) on their own vLLM server.
-if [ -n "$FROZEN_MODEL" ]; then
-  CUDA_VISIBLE_DEVICES="$FROZEN_GPUS" vllm serve "$FROZEN_MODEL" --host 0.0.0.0 \
-    --port "$FROZEN_PORT" --gpu-memory-utilization 0.9 &
-  PIDS+=($!)
-  export AGENTFLOW_LLM_BASE_URL="http://$SERVICE_HOST:$FROZEN_PORT/v1"
-  export AGENTFLOW_LLM_MODEL="$FROZEN_MODEL"
-  ENV_KWARGS='{"max_turns": 10, "modules": "llm"}'
-  wait_for "$AGENTFLOW_LLM_BASE_URL/models" "${PIDS[-1]}"
-fi
-
-# 4. Retriever server for real corpora (Search-R1's POST /retrieve protocol).
-if [ -n "$CORPUS" ]; then
-  agentflow-env serve-retriever --corpus "$CORPUS" --host 0.0.0.0 --port "$RETRIEVER_PORT" &
-  PIDS+=($!)
-  export AGENTFLOW_RETRIEVER_URL="http://$SERVICE_HOST:$RETRIEVER_PORT"
-  wait_for "$AGENTFLOW_RETRIEVER_URL/health" "${PIDS[-1]}"
-fi
-export AGENTFLOW_ENV_KWARGS="${AGENTFLOW_ENV_KWARGS:-$ENV_KWARGS}"
+# 3. The frozen-module endpoint and the retriever server, when FROZEN_MODEL / CORPUS are set.
+start_services
 if [ -n "$FROZEN_MODEL" ]; then  # keep SkyRL off the frozen model's GPUs
   export CUDA_VISIBLE_DEVICES="$(seq -s, 0 $((GPUS_PER_NODE - 1)))"
 fi
 MODE=()
 if [ "$TEXT_ENV" = 1 ]; then MODE=(--text-env); fi
 
-# 5. Flow-GRPO: the trajectory reward (terminal: the env's answer score) normalised over the 8
+# 4. Flow-GRPO: the trajectory reward (terminal: the env's answer score) normalised over the 8
 # trajectories of a prompt; KL to the reference as a loss. max_env_workers > 0: the text env's
 # step blocks, so SkyRL must call it from its worker threads.
 python adapters/skyrl/main_agentflow.py ${MODE[@]+"${MODE[@]}"} \
