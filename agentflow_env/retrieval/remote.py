@@ -13,10 +13,9 @@ from typing import Any
 
 import httpx
 
+from agentflow_env.base.http import Unreachable, post_json
 from agentflow_env.retrieval.bm25 import Hit
 from agentflow_env.retrieval.corpus import Document
-
-RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
 
 
 class RetrieverError(RuntimeError):
@@ -90,36 +89,31 @@ class RemoteRetriever:
             await client.aclose()
 
     async def _post(self, body: dict[str, Any]) -> Any:
-        client = self._client()
-        problem = "no answer"
-        for attempt in range(self.tries):
-            if attempt:
-                await asyncio.sleep(self._backoff(attempt))
-            try:
-                response = await client.post(self.endpoint, json=body, timeout=self.timeout_s)
-            except httpx.TimeoutException:
-                problem = f"timed out after {self.timeout_s:g} s"
-                continue
-            except httpx.TransportError as error:
-                problem = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
-                continue
-            if response.status_code in RETRYABLE_STATUS:
-                problem = f"HTTP {response.status_code}: {response.text[:200]}"
-                continue
-            if response.status_code != 200:
-                raise RetrieverError(
-                    f"retriever at {self.url} rejected the request: HTTP {response.status_code}: "
-                    f"{_error_message(response)}"
-                )
-            try:
-                return response.json()
-            except ValueError:
-                raise RetrieverError(
-                    f"retriever at {self.url} answered with non-JSON: {response.text[:200]!r}"
-                ) from None
-        raise RetrieverUnavailable(
-            f"retriever at {self.url} unreachable after {self.tries} tries (last: {problem})"
-        )
+        try:
+            response = await post_json(
+                self._client(),
+                self.endpoint,
+                body,
+                timeout_s=self.timeout_s,
+                tries=self.tries,
+                backoff=self._backoff,
+            )
+        except Unreachable as error:
+            raise RetrieverUnavailable(
+                f"retriever at {self.url} unreachable after {self.tries} tries "
+                f"(last: {error.problem})"
+            ) from None
+        if response.status_code != 200:
+            raise RetrieverError(
+                f"retriever at {self.url} rejected the request: HTTP {response.status_code}: "
+                f"{_error_message(response)}"
+            )
+        try:
+            return response.json()
+        except ValueError:
+            raise RetrieverError(
+                f"retriever at {self.url} answered with non-JSON: {response.text[:200]!r}"
+            ) from None
 
     def _backoff(self, attempt: int) -> float:
         return float(min(self.max_backoff_s, self.backoff_s * 2 ** (attempt - 1)))

@@ -9,7 +9,6 @@ it, and so can any stand-in. HTTP goes through httpx, like the retriever client
 
 from __future__ import annotations
 
-import asyncio
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -17,11 +16,12 @@ from typing import Any
 
 import httpx
 
+from agentflow_env.base.http import Unreachable, post_json
+
 SEARCH_API_URL_ENV_VAR = "AGENTFLOW_SEARCH_API_URL"
 SEARCH_API_KEY_ENV_VAR = "AGENTFLOW_SEARCH_API_KEY"
 DEFAULT_SEARCH_API_URL = "https://google.serper.dev"
 API_KEY_HEADER = "X-API-KEY"
-RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
 
 
 class WebSearchError(RuntimeError):
@@ -87,40 +87,35 @@ class SerperClient:
         """The results for ``query``; ``WebSearchError`` when there are none to be had."""
         headers = {API_KEY_HEADER: self._api_key, "Content-Type": "application/json"}
         body = {"q": query, "num": num}
-        problem = "no answer"
-        async with httpx.AsyncClient(timeout=self.timeout_s) as client:
-            for attempt in range(self.max_retries + 1):
-                if attempt:
-                    await asyncio.sleep(self.backoff_s * 2 ** (attempt - 1))
-                try:
-                    response = await client.post(self.endpoint, json=body, headers=headers)
-                except httpx.TimeoutException:
-                    problem = f"timed out after {self.timeout_s:g} s"
-                    continue
-                except httpx.TransportError as error:
-                    problem = f"{type(error).__name__}: {error}".rstrip(": ")
-                    continue
-                if response.status_code in RETRYABLE_STATUS:
-                    problem = f"HTTP {response.status_code}: {response.text[:200]}"
-                    continue
-                if response.status_code != 200:
-                    raise WebSearchError(
-                        f"the search API at {self.endpoint} refused the request: "
-                        f"HTTP {response.status_code}: {response.text[:200]}"
-                    )
-                try:
-                    payload = response.json()
-                except ValueError:
-                    raise WebSearchError(
-                        f"the search API at {self.endpoint} answered with non-JSON: "
-                        f"{response.text[:200]!r}"
-                    ) from None
-                found = parse_results(payload, self.endpoint)
-                return WebResults(found.results[: max(num, 0)], found.answer)
-        raise WebSearchError(
-            f"the search API at {self.endpoint} is unreachable after "
-            f"{self.max_retries + 1} tries (last: {problem})"
-        )
+        async with httpx.AsyncClient() as client:
+            try:
+                response = await post_json(
+                    client,
+                    self.endpoint,
+                    body,
+                    headers=headers,
+                    timeout_s=self.timeout_s,
+                    tries=self.max_retries + 1,
+                    backoff=lambda attempt: self.backoff_s * 2 ** (attempt - 1),
+                )
+            except Unreachable as error:
+                raise WebSearchError(
+                    f"the search API at {self.endpoint} is unreachable after "
+                    f"{self.max_retries + 1} tries (last: {error.problem})"
+                ) from None
+        if response.status_code != 200:
+            raise WebSearchError(
+                f"the search API at {self.endpoint} refused the request: "
+                f"HTTP {response.status_code}: {response.text[:200]}"
+            )
+        try:
+            payload = response.json()
+        except ValueError:
+            raise WebSearchError(
+                f"the search API at {self.endpoint} answered with non-JSON: {response.text[:200]!r}"
+            ) from None
+        found = parse_results(payload, self.endpoint)
+        return WebResults(found.results[: max(num, 0)], found.answer)
 
 
 def parse_results(payload: Any, where: str = "the search API") -> WebResults:
