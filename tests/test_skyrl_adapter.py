@@ -23,8 +23,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "adapters" / "skyrl"))  # as the launch script's PYTHONPATH does
 
+import mirror_planner  # noqa: E402
 import skyrl_compat  # noqa: E402, F401  (first: skyrl.train imports on Python 3.11)
 import skyrl_gym  # noqa: E402
+from mirror_planner import spec_for  # noqa: E402
 from skyrl.train.config import GeneratorConfig, SamplingParams, SkyRLGymConfig  # noqa: E402
 from skyrl.train.generators.base import GeneratorInterface  # noqa: E402
 from skyrl.train.generators.skyrl_gym_generator import SkyRLGymGenerator  # noqa: E402
@@ -32,12 +34,10 @@ from skyrl_gym.envs.base_text_env import BaseTextEnv  # noqa: E402
 
 from agentflow_env.base.tokens import load_default_tokenizer, to_hf_tokenizer  # noqa: E402
 from agentflow_env.rollout.planners import (  # noqa: E402
-    ExpertPlanner,
-    RandomPlanner,
     expert_action,
 )
 from agentflow_env.rollout.pool import LazySharedEnvs  # noqa: E402
-from agentflow_env.rollout.spec import TaskSpec, synthetic_specs  # noqa: E402
+from agentflow_env.rollout.spec import TaskSpec  # noqa: E402
 
 LOGPROB = -0.5
 
@@ -60,37 +60,13 @@ def adapters(monkeypatch: pytest.MonkeyPatch) -> types.SimpleNamespace:
     return types.SimpleNamespace(env=env, generator=generator)
 
 
-def spec_for(index: int, hops: int = 2) -> TaskSpec:
-    return list(synthetic_specs(index + 1, split="train", hops=hops, seed=7))[index][0]
-
-
-class Mirror:
+class Mirror(mirror_planner.Mirror):
     """A scripted planner on its own env of ``spec``'s task; ``sample`` steps it with the
     sampled ids (``as_text``: with their text, as the SkyRL env is stepped)."""
 
-    def __init__(self, spec: TaskSpec, tokenizer: Any, planner: str = "expert", seed: int = 0):
-        self.env = spec.make_env(observation_mode="flat", tokenizer=tokenizer)
-        self.session = self.env.new_session(spec.resolve(self.env.task_source), seed=spec.seed)
-        self.env.session = self.session  # the scripted planners read env.session
-        self.planner = (
-            ExpertPlanner(self.env) if planner == "expert" else RandomPlanner(self.env, seed)
-        )
-        self.tok = self.env.tokenizer
-        self.actions: list[list[int]] = []
-
-    async def first_prompt(self) -> list[int]:
-        if self.session.observation is None:
-            await self.session.start()
-        assert self.session.observation is not None
-        return list(self.session.observation.token_ids)
-
     async def sample(self, max_tokens: int | None, as_text: bool) -> tuple[list[int], str]:
-        await self.first_prompt()
-        assert not self.session.done, "generate after the episode ended"
-        ids = self.tok.encode(self.planner.act()) + [self.tok.eos_token_id]
-        ids = ids[:max_tokens] if max_tokens else ids
+        ids = await self.next_action(max_tokens)
         text = self.tok.decode([i for i in ids if i != self.tok.eos_token_id])  # as vLLM
-        self.actions.append(ids)
         await self.session.step(text if as_text else ids)
         return ids, text
 

@@ -19,9 +19,11 @@ from pathlib import Path
 from typing import Any
 
 import hydra
+import mirror_planner
 import numpy as np
 import pytest
 import torch
+from mirror_planner import spec_for
 from omegaconf import OmegaConf
 from verl import DataProto
 from verl.experimental.agent_loop import agent_loop as verl_agent_loop
@@ -35,9 +37,7 @@ from verl.experimental.agent_loop.agent_loop import (
 from verl.workers.rollout.replica import TokenOutput
 
 from agentflow_env.base.tokens import load_default_tokenizer, to_hf_tokenizer
-from agentflow_env.rollout.planners import ExpertPlanner, RandomPlanner
 from agentflow_env.rollout.pool import LazySharedEnvs
-from agentflow_env.rollout.spec import TaskSpec, synthetic_specs
 
 ROOT = Path(__file__).resolve().parents[1]
 YAML = ROOT / "adapters" / "verl" / "agent_loop.yaml"
@@ -65,36 +65,12 @@ def adapter(monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
     return module
 
 
-def spec_for(index: int, hops: int = 2) -> TaskSpec:
-    return list(synthetic_specs(index + 1, split="train", hops=hops, seed=7))[index][0]
-
-
-class Mirror:
+class Mirror(mirror_planner.Mirror):
     """A scripted planner on its own env of ``spec``'s task, stepped with the ids it returns."""
 
-    def __init__(self, spec: TaskSpec, tokenizer: Any, planner: str = "expert", seed: int = 0):
-        self.env = spec.make_env(observation_mode="flat", tokenizer=tokenizer)
-        self.session = self.env.new_session(spec.resolve(self.env.task_source), seed=spec.seed)
-        self.env.session = self.session  # the scripted planners read env.session
-        self.planner = (
-            ExpertPlanner(self.env) if planner == "expert" else RandomPlanner(self.env, seed)
-        )
-        self.tok = self.env.tokenizer
-        self.prompts: list[list[int]] = []
-        self.actions: list[list[int]] = []
-
-    async def first_prompt(self) -> list[int]:
-        if self.session.observation is None:
-            await self.session.start()
-        assert self.session.observation is not None
-        return list(self.session.observation.token_ids)
-
     async def sample(self, prompt_ids: list[int], max_tokens: int) -> list[int]:
-        await self.first_prompt()
-        assert not self.session.done, "generate after the episode ended"
         self.prompts.append(list(prompt_ids))
-        ids = (self.tok.encode(self.planner.act()) + [self.tok.eos_token_id])[:max_tokens]
-        self.actions.append(ids)
+        ids = await self.next_action(max_tokens)
         await self.session.step(ids)
         return ids
 
