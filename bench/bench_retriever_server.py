@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import random
 import subprocess
@@ -21,6 +22,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 from agentflow_env.retrieval.remote import RemoteRetriever
@@ -51,6 +53,35 @@ async def hammer(url: str, queries: list[str], clients: int) -> float:
     return elapsed
 
 
+def random_queries(count: int, seed: int = 1) -> list[str]:
+    """Two-word queries over ``write_corpus``'s vocabulary."""
+    rng = random.Random(seed)
+    return [f"w{rng.randrange(50_000)} w{rng.randrange(50_000)}" for _ in range(count)]
+
+
+class ServerStartError(RuntimeError):
+    """``serve-retriever`` did not print its address."""
+
+
+@contextlib.contextmanager
+def serving(corpus: Path, cache_dir: Path, *options: str) -> Iterator[tuple[str, str]]:
+    """``agentflow-env serve-retriever`` on ``corpus`` (a free port), as its own process; yields
+    its base URL and its second start-up line (the index it serves), and stops it after."""
+    command = [sys.executable, "-m", "agentflow_env.cli", "serve-retriever", "--corpus"]
+    command += [str(corpus), "--port", "0", "--cache-dir", str(cache_dir), *options]
+    server = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout is not None
+        line = server.stdout.readline()
+        if not line.startswith("serving "):
+            raise ServerStartError(f"the retriever server did not start: {line!r}")
+        url = line.split(" at ")[1].strip().removesuffix("/retrieve")
+        yield url, server.stdout.readline().strip()
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
 def health(url: str) -> dict[str, object]:
     with urllib.request.urlopen(url + "/health", timeout=30) as response:
         return dict(json.loads(response.read()))
@@ -65,28 +96,16 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--window-ms", type=float, default=2.0)
     args = parser.parse_args()
-    rng = random.Random(1)
-    queries = [f"w{rng.randrange(50_000)} w{rng.randrange(50_000)}" for _ in range(args.requests)]
+    queries = random_queries(args.requests)
+    options = ["--retriever", args.retriever, "--batch-window-ms", str(args.window_ms)]
+    if args.dense_model:
+        options += ["--dense-model", args.dense_model]
     with tempfile.TemporaryDirectory() as tmp:
         corpus = Path(tmp) / "corpus.jsonl"
         write_corpus(corpus, args.docs)
-        command = [sys.executable, "-m", "agentflow_env.cli", "serve-retriever", "--corpus"]
-        command += [str(corpus), "--port", "0", "--cache-dir", str(Path(tmp) / "cache")]
-        command += ["--retriever", args.retriever, "--batch-window-ms", str(args.window_ms)]
-        if args.dense_model:
-            command += ["--dense-model", args.dense_model]
         started = time.perf_counter()
-        server = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
-        try:
-            assert server.stdout is not None
-            line = server.stdout.readline()
-            if not line.startswith("serving "):
-                raise SystemExit(f"the server did not start: {line!r}")
-            url = line.split(" at ")[1].strip().removesuffix("/retrieve")
-            print(
-                server.stdout.readline().strip(),
-                f"(ready after {time.perf_counter() - started:.1f} s)",
-            )
+        with serving(corpus, Path(tmp) / "cache", *options) as (url, index_line):
+            print(index_line, f"(ready after {time.perf_counter() - started:.1f} s)")
             rates: dict[int, float] = {}
             for clients in (int(c) for c in args.clients.split(",")):
                 before = health(url)
@@ -102,9 +121,6 @@ def main() -> None:
                 )
             base = next(iter(rates.values()))
             print("ratio to the first:", {c: round(r / base, 2) for c, r in rates.items()})
-        finally:
-            server.terminate()
-            server.wait(timeout=30)
 
 
 if __name__ == "__main__":

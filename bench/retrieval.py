@@ -12,15 +12,20 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import bm25s
-from bench_retriever_server import hammer, health, write_corpus
+from bench_retriever_server import (
+    ServerStartError,
+    hammer,
+    health,
+    random_queries,
+    serving,
+    write_corpus,
+)
 
 from agentflow_env.retrieval.bm25 import clear_index_cache, tokenize_for_search
 from agentflow_env.retrieval.corpus import Corpus, Document
@@ -171,33 +176,17 @@ def corpus_curve(tool_ms: dict[int, float], step_ms: float) -> Record:
 
 
 def server_figure(n_docs: int, requests: int, clients: int = 64) -> Record:
-    rng = random.Random(1)
-    queries = [f"w{rng.randrange(50_000)} w{rng.randrange(50_000)}" for _ in range(requests)]
+    queries = random_queries(requests)
     with tempfile.TemporaryDirectory() as tmp:
         corpus = Path(tmp) / "corpus.jsonl"
         write_corpus(corpus, n_docs)
-        command = [
-            sys.executable,
-            "-m",
-            "agentflow_env.cli",
-            "serve-retriever",
-            "--corpus",
-            str(corpus),
-        ]
-        command += ["--port", "0", "--cache-dir", str(Path(tmp) / "cache")]
-        server = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
         try:
-            assert server.stdout is not None
-            line = server.stdout.readline()
-            if not line.startswith("serving "):
-                return not_available(f"the retriever server did not start: {line!r}")
-            url = line.split(" at ")[1].strip().removesuffix("/retrieve")
-            one = requests / asyncio.run(hammer(url, queries, 1))
-            many = requests / asyncio.run(hammer(url, queries, clients))
-            batches = health(url).get("batches")
-        finally:
-            server.terminate()
-            server.wait(timeout=30)
+            with serving(corpus, Path(tmp) / "cache") as (url, _):
+                one = requests / asyncio.run(hammer(url, queries, 1))
+                many = requests / asyncio.run(hammer(url, queries, clients))
+                batches = health(url).get("batches")
+        except ServerStartError as error:
+            return not_available(str(error))
     return ratio(
         many,
         one,
