@@ -50,6 +50,9 @@ def test_the_env_logs_every_turn_and_the_end_with_its_diagnostics(tmp_path: Path
         assert episode.end["reward"] == final["reward"] and episode.end["turns"] == final["turn"]
     expert_turn = log.episodes[0].turns[0]
     assert expert_turn["expected_tool"] == expert_turn["tool"] == "Search"
+    assert expert_turn["chose_expected_tool"] is True
+    random_choices = [t["chose_expected_tool"] for t in log.episodes[2].turns]
+    assert sum(random_choices) == log.episodes[2].end["diagnostics"]["tool_choices_right"]
     assert expert_turn["plan"]["tool_name"] == "Search" and expert_turn["action"]["token_ids"]
     assert set(expert_turn["latency_s"]) == {"executor", "tool", "verifier"}
     assert expert_turn["prompt_tokens"] > 0 and expert_turn["redundant"] is False

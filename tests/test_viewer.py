@@ -185,6 +185,7 @@ def turn_line(
         "errors": errors,
         "memory_entry": {"turn": number},
         "expected_tool": expected,
+        "chose_expected_tool": None if expected is None else tool == expected,
         "redundant": False,
         "latency_s": {"executor": 0.1, "verifier": 0.05} | ({"tool": 0.01} if tool else {}),
         "prompt_tokens": 200 + number,

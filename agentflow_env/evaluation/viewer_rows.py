@@ -124,7 +124,7 @@ def _turn_figures(turns: list[Mapping[str, Any]]) -> dict[str, float | None]:
     calls = [turn for turn in turns if turn.get("tool") is not None]
     redundant = sum(bool(turn.get("redundant")) for turn in calls)
     scored = [turn for turn in turns if turn.get("expected_tool") is not None]
-    right = sum(chosen_tool(turn) == turn.get("expected_tool") for turn in scored)
+    right = sum(turn.get("chose_expected_tool") is True for turn in scored)
     return {
         "invalid_calls": float(invalid),
         "invalid_call_rate": invalid / len(turns) if turns else None,

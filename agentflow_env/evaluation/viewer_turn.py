@@ -94,7 +94,7 @@ def _expected(turn: Mapping[str, Any]) -> str:
     if expected is None:
         return '<dd class="expected-tool" data-match=""><span class="muted">unknown</span></dd>'
     chosen = chosen_tool(turn)
-    if chosen == expected:
+    if turn.get("chose_expected_tool") is True:  # the session's verdict (workflow.diagnostics)
         verdict, note = "true", '<span class="ok">matched</span>'
     else:
         verdict, note = "false", f'<span class="bad">differs: chose {esc(chosen) or "none"}</span>'

@@ -18,6 +18,7 @@ from agentflow_env.workflow.memory import Event, MemoryEntry, VerificationStatus
 
 __all__ = [
     "diagnose_episode",
+    "chose_tool",
     "expected_tools",
     "does_step",
     "gold_steps_done",
@@ -79,6 +80,12 @@ def expected_tools(plan: Sequence[PlanStep], entries: Sequence[MemoryEntry]) -> 
     if not plan:
         return [None] * len(entries)
     return [plan[min(i, len(plan) - 1)].tool for i in pending_steps(plan, entries)]
+
+
+def chose_tool(entry: MemoryEntry, tool: str) -> bool:
+    """The turn chose ``tool``: the tool that ran is it (by its own name, however it was shown;
+    any spelling the tool registry accepts). A turn whose action named no usable tool chose none."""
+    return _same_tool(entry.tool_key, tool)
 
 
 def is_failure(entry: MemoryEntry) -> bool:
@@ -187,7 +194,7 @@ def diagnose_episode(
     turns = len(entries)
     expected = expected_tools(plan, entries)
     scored = [(e, tool) for e, tool in zip(entries, expected, strict=True) if tool is not None]
-    right = sum(_same_tool(e.tool_key, tool) for e, tool in scored)
+    right = sum(chose_tool(e, tool) for e, tool in scored)
     calls = [e for e in entries if e.selected_tool is not None]
     redundant = sum(is_redundant(e, entries[:i]) for i, e in enumerate(entries))
     failures, recovered = recovered_failures(entries, plan)

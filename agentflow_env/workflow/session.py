@@ -23,7 +23,12 @@ from agentflow_env.tools.registry import ToolSet
 from agentflow_env.tools.runner import run_tool
 from agentflow_env.workflow.action_input import ActionInput, read_action
 from agentflow_env.workflow.actions import ActionParseError, PlannerAction, parse_planner_action
-from agentflow_env.workflow.diagnostics import diagnose_episode, expected_tools, is_redundant
+from agentflow_env.workflow.diagnostics import (
+    chose_tool,
+    diagnose_episode,
+    expected_tools,
+    is_redundant,
+)
 from agentflow_env.workflow.frozen_modules import FinalAnswer, Modules
 from agentflow_env.workflow.memory import Memory, MemoryEntry, QueryAnalysis, VerificationStatus
 from agentflow_env.workflow.observations import (
@@ -656,10 +661,12 @@ class Session:
         if self.logger.log is None:
             return
         entries = self.memory.entries
+        expected = expected_tools(self.task.gold_plan, entries)[-1]
         self.logger.turn(
             entry,
             read,
-            expected_tool=expected_tools(self.task.gold_plan, entries)[-1],
+            expected_tool=expected,
+            chose_expected_tool=None if expected is None else chose_tool(entry, expected),
             redundant=is_redundant(entry, entries[:-1]),
             latency_s=self._turn_latency,
             prompt_tokens=prompt_tokens,
