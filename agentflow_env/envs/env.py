@@ -193,22 +193,33 @@ class AgentFlowEnv(gym.Env[dict[str, Any], PlannerInput]):
         sessions and LLM clients live (e.g. many sessions driven together by an evaluation)."""
         return self._runner.run(coroutine)
 
-    def new_session(self, task: Task, seed: int | None = None) -> Session:
+    def new_session(
+        self,
+        task: Task,
+        seed: int | None = None,
+        *,
+        config: SessionConfig | None = None,
+        log: TurnLog | None = None,
+        run: str | None = None,
+    ) -> Session:
         """A fresh session for ``task`` sharing this env's tools, modules and tokenizer.
 
-        Async callers (many episodes in one event loop) drive sessions directly.
+        Async callers (many episodes in one event loop) drive sessions directly. ``config``
+        replaces the env's session settings, ``log`` its trajectory log (``log_path``), and
+        ``run`` names the evaluation run in the log.
         """
+        env_id = self.spec.id if self.spec else self.config.variant()
         return Session(
             task,
             tools=self.tools,
             modules=self.modules,
             tokenizer=self.tokenizer,
-            config=self.session_config,
+            config=config or self.session_config,
             seed=seed,
             prompt_encoder=self.prompt_encoder,
             observations=self.observations,
-            log=self.turn_log,
-            log_context={"env_id": self.spec.id if self.spec else self.config.variant()},
+            log=log or self.turn_log,
+            log_context={"run": run, "env_id": env_id},
         )
 
     @property

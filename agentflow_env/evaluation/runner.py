@@ -20,7 +20,6 @@ from agentflow_env.envs.env import AgentFlowEnv
 from agentflow_env.evaluation.metrics import summarize_diagnostics
 from agentflow_env.evaluation.session_planners import PlannerFactory
 from agentflow_env.tasks.base import ListTaskSource, Task
-from agentflow_env.workflow.session import Session
 from agentflow_env.workflow.turn_log import TurnLog
 
 __all__ = ["EvalResult", "episode_task", "evaluate", "evaluate_async"]
@@ -57,17 +56,12 @@ async def _run_one(
     budget_curve: bool,
 ) -> dict[str, Any]:
     task = episode_task(env, seed, index)
-    session = Session(
+    session = env.new_session(
         task,
-        tools=env.tools,
-        modules=env.modules,
-        tokenizer=env.tokenizer,
-        config=dataclasses.replace(env.session_config, budget_curve=budget_curve),
         seed=seed + index,
-        prompt_encoder=env.prompt_encoder,
-        observations=env.observations,
+        config=dataclasses.replace(env.session_config, budget_curve=budget_curve),
         log=log,
-        log_context={"run": run, "env_id": env.spec.id if env.spec else env.config.variant()},
+        run=run,
     )
     planner = planner_factory(index)
     await session.start()
