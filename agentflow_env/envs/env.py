@@ -37,6 +37,15 @@ from agentflow_env.workflow.turn_log import TurnLog
 
 T = TypeVar("T")
 
+
+def unwrap_agentflow(env: gym.Env) -> AgentFlowEnv:
+    """The ``AgentFlowEnv`` under ``env``'s wrappers; ``TypeError`` for any other env."""
+    base = env.unwrapped
+    if not isinstance(base, AgentFlowEnv):
+        raise TypeError(f"expected an AgentFlowEnv (possibly wrapped), got {type(base).__name__}")
+    return base
+
+
 PlannerInput = str | Sequence[int] | Mapping[str, Any]
 """What ``step`` accepts: the planner's text, its token ids, or ``{"token_ids", "logprobs"}``."""
 

@@ -25,7 +25,8 @@ from typing import Any
 
 import gymnasium as gym
 
-from agentflow_env.evaluation.preflight_episodes import StepLog, agentflow_env, run_expert
+from agentflow_env.envs.env import unwrap_agentflow
+from agentflow_env.evaluation.preflight_episodes import StepLog, run_expert
 from agentflow_env.evaluation.preflight_expert import (
     ACTION,
     ANSWER,
@@ -82,7 +83,7 @@ def run_preflight(
         env = gym.make(env_id, **env_kwargs)
     elif env.spec is not None:
         env_id = env.spec.id
-    base = agentflow_env(env)
+    base = unwrap_agentflow(env)
     try:
         return _check(env, seed, env_id)
     finally:
@@ -92,7 +93,7 @@ def run_preflight(
 
 
 def _check(env: gym.Env, seed: int, env_id: str) -> PreflightReport:
-    base = agentflow_env(env)
+    base = unwrap_agentflow(env)
     max_turns = base.session_config.max_turns
     log = StepLog()
     run = run_expert(env, seed, log, "expert")

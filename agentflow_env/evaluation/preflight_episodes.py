@@ -12,7 +12,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from agentflow_env.envs.env import AgentFlowEnv
+from agentflow_env.envs.env import unwrap_agentflow
 from agentflow_env.rollout.planners import ExpertPlanner
 from agentflow_env.workflow.actions import format_planner_action
 from agentflow_env.workflow.memory import Event, MemoryEntry, QueryAnalysis
@@ -30,16 +30,8 @@ def quote(value: object, limit: int = EVIDENCE_CHARS) -> str:
     return repr(flat) if isinstance(value, str) else flat
 
 
-def agentflow_env(env: gym.Env) -> AgentFlowEnv:
-    """The ``AgentFlowEnv`` under ``env``'s wrappers (``TypeError`` for any other env)."""
-    base = env.unwrapped
-    if not isinstance(base, AgentFlowEnv):
-        raise TypeError(f"the pre-flight check needs an AgentFlowEnv, got {type(base).__name__}")
-    return base
-
-
 def live_session(env: gym.Env) -> Session:
-    session = agentflow_env(env).session
+    session = unwrap_agentflow(env).session
     if session is None:
         raise RuntimeError("no episode: reset() was not called")
     return session
@@ -86,7 +78,7 @@ class StepLog:
 def planner_action(env: gym.Env) -> tuple[str, str | None]:
     """The expert's next action, and a note when the task has no gold plan and the fallback
     (the first tool, the question as context) stands in for it."""
-    base = agentflow_env(env)
+    base = unwrap_agentflow(env)
     task = base.task
     if task.gold_plan:
         return ExpertPlanner(env).act(), None

@@ -8,7 +8,8 @@ from typing import Any
 
 import gymnasium as gym
 
-from agentflow_env.evaluation.preflight_episodes import StepLog, agentflow_env, live_session, quote
+from agentflow_env.envs.env import unwrap_agentflow
+from agentflow_env.evaluation.preflight_episodes import StepLog, live_session, quote
 from agentflow_env.evaluation.preflight_report import CheckItem
 from agentflow_env.tools.base import Tool, ToolCard, ToolContext, ToolResult
 from agentflow_env.workflow.actions import format_planner_action
@@ -53,7 +54,7 @@ def _action(tool: str, context: str, why: str, sub_goal: str = "pre-flight probe
 
 def _unknown_tool(env: gym.Env, name: str = "NoSuchTool_preflight") -> str:
     """``name``, or a longer one, that no tool of ``env`` answers to."""
-    names = agentflow_env(env).tools
+    names = unwrap_agentflow(env).tools
     while name in names:
         name += "_x"
     return name
@@ -77,7 +78,7 @@ def _describe(entry: MemoryEntry) -> str:
 
 def _probe(env: gym.Env, seed: int, log: StepLog, action: str) -> MemoryEntry:
     """Step ``action`` (after a fresh reset if the episode is over) and return its entry."""
-    base = agentflow_env(env)
+    base = unwrap_agentflow(env)
     if base.session is None or base.session.done:
         env.reset(seed=seed)
     log.step(env, action, "tool-error probe")
@@ -86,7 +87,7 @@ def _probe(env: gym.Env, seed: int, log: StepLog, action: str) -> MemoryEntry:
 
 def check_tool_errors(env: gym.Env, seed: int, log: StepLog) -> CheckItem:
     """An unknown tool and a failing call become recorded turns and the env keeps stepping."""
-    base = agentflow_env(env)
+    base = unwrap_agentflow(env)
     env.reset(seed=seed)
     unknown = _unknown_tool(env)
     question = live_session(env).task.question
@@ -128,7 +129,7 @@ def check_tool_errors(env: gym.Env, seed: int, log: StepLog) -> CheckItem:
 
 def check_turn_limit(env: gym.Env, seed: int, log: StepLog) -> CheckItem:
     """A planner repeating a useless valid action ends at exactly ``max_turns``, truncated."""
-    base = agentflow_env(env)
+    base = unwrap_agentflow(env)
     max_turns = base.session_config.max_turns
     tool = base.tools.names[0]
     action = _action(tool, USELESS_CONTEXT, "probe: the same useless call again")

@@ -18,11 +18,10 @@ import gymnasium as gym
 
 from agentflow_env.base.tokens import ChatTokenizer
 from agentflow_env.base.untrusted import special_token_strings
-from agentflow_env.envs.env import AgentFlowEnv
+from agentflow_env.envs.env import AgentFlowEnv, unwrap_agentflow
 from agentflow_env.evaluation.preflight_episodes import (
     ExpertRun,
     StepLog,
-    agentflow_env,
     live_session,
     run_expert,
 )
@@ -58,7 +57,7 @@ def assistant_text(tokenizer: ChatTokenizer, action_ids: Sequence[int]) -> str:
 
 def check_flat_tokens(env: gym.Env, seed: int, log: StepLog) -> CheckItem:
     """The item on a flat-mode copy of ``env`` (its config with ``observation_mode="flat"``)."""
-    base = agentflow_env(env)
+    base = unwrap_agentflow(env)
     flat = type(base)(base.config.updated(observation_mode="flat"))
     try:
         return _check_flat(flat, seed, log)
@@ -217,7 +216,7 @@ def closes_assistant_turns(tokenizer: ChatTokenizer) -> str:
 
 def env_facts(env: gym.Env, first_prompt_tokens: int | None) -> dict[str, Any]:
     """Facts about the configuration, each computed on its own (a failing one says why)."""
-    base = agentflow_env(env)
+    base = unwrap_agentflow(env)
     tokenizer = base.tokenizer
     getters: dict[str, Any] = {
         "tokenizer": lambda: f"{tokenizer.name} ({type(tokenizer).__name__})",

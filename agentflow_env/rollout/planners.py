@@ -12,17 +12,10 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from agentflow_env.envs.env import AgentFlowEnv
+from agentflow_env.envs.env import unwrap_agentflow
 from agentflow_env.retrieval.corpus import Corpus
 from agentflow_env.tasks.base import Task
 from agentflow_env.workflow.actions import format_planner_action
-
-
-def _agentflow_env(env: gym.Env) -> Any:
-    base = env.unwrapped
-    if not isinstance(base, AgentFlowEnv):
-        raise TypeError(f"expected an AgentFlowEnv (possibly wrapped), got {type(base).__name__}")
-    return base
 
 
 def expert_action(task: Task, turn: int) -> str:
@@ -60,17 +53,19 @@ class ExpertPlanner:
     """Follows the current task's gold plan (privileged: for tests, demos and demonstrations)."""
 
     def __init__(self, env: gym.Env):
-        self.env = _agentflow_env(env)
+        self.env = unwrap_agentflow(env)
 
     def act(self, observation: Any = None, info: dict[str, Any] | None = None) -> str:
-        return expert_action(self.env.task, len(self.env.session.memory))
+        task = self.env.task  # ResetNeeded before the first reset()
+        assert self.env.session is not None  # a task means a session
+        return expert_action(task, self.env.session.turn)
 
 
 class RandomPlanner:
     """An untrained baseline: a random tool (sometimes a made-up one) with random corpus words."""
 
     def __init__(self, env: gym.Env, seed: int | None = None):
-        self.env = _agentflow_env(env)
+        self.env = unwrap_agentflow(env)
         self.rng = np.random.default_rng(seed)
 
     def act(self, observation: Any = None, info: dict[str, Any] | None = None) -> str:
