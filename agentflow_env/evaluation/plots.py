@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from agentflow_env.evaluation.viewer_text import shorten_text
+
 __all__ = [
     "INSTALL_HINT",
     "SUMMARY_BARS",
@@ -56,12 +58,9 @@ def new_figure(width: float, height: float) -> Any:
     return figure
 
 
-def plot_label(text: str, limit: int = 40) -> str:
+def plot_label(text: Any, limit: int = 40) -> str:
     """A run name as a plot label: one short line, no mathtext (``$``)."""
-    line = " ".join(str(text).split())
-    if len(line) > limit:
-        line = line[: limit - 1] + "\u2026"
-    return line.replace("$", r"\$")
+    return shorten_text(text, limit).replace("$", r"\$")
 
 
 def summary_bars(

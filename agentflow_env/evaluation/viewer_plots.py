@@ -19,7 +19,7 @@ from agentflow_env.evaluation.plots import (
     summary_bars,
 )
 from agentflow_env.evaluation.viewer_rows import EpisodeRow
-from agentflow_env.evaluation.viewer_text import as_mapping, as_text
+from agentflow_env.evaluation.viewer_text import as_mapping
 
 __all__ = [
     "MissingPlotDependency",
@@ -31,10 +31,6 @@ __all__ = [
 
 MAX_BUDGET = 200
 """The budget axis's end at most (a log's ``max_turns`` is untrusted: it could be huge)."""
-
-
-def _label(text: str) -> str:
-    return plot_label(as_text(text))
 
 
 def _by_run(rows: Sequence[EpisodeRow]) -> dict[str, list[EpisodeRow]]:
@@ -96,7 +92,7 @@ def success_by_budget(rows: Sequence[EpisodeRow], path: Path) -> None:
             [100 * v for v in curve],
             marker="os^vDP*X"[i % 8],
             linestyle=("-", "--", ":", "-.")[i % 4],
-            label=_label(run),
+            label=plot_label(run),
         )
     source = (
         "from diagnostics.success_by_budget" if exact else "estimated: succeeded within b turns"
