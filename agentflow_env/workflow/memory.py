@@ -182,6 +182,14 @@ class Memory:
     def events(self) -> tuple[Event, ...]:
         return tuple(self._events)
 
+    @property
+    def event_count(self) -> int:
+        return len(self._events)
+
+    def events_since(self, start: int) -> tuple[Event, ...]:
+        """The events logged after the first ``start`` (without copying the whole log)."""
+        return tuple(self._events[start:])
+
     def __len__(self) -> int:
         return len(self._entries)
 

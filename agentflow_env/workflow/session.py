@@ -591,7 +591,7 @@ class Session:
     async def _timed(self, module: str, turn: int, call: Awaitable[T]) -> T:
         """Await a frozen module's call; log its latency and LLM tokens (``module_call``)."""
         started = time.perf_counter()
-        first_event = len(self.memory.events)
+        first_event = self.memory.event_count
         result: Any = None
         try:
             result = await call
@@ -599,7 +599,7 @@ class Session:
         finally:
             latency = time.perf_counter() - started
             self._turn_latency[module] = self._turn_latency.get(module, 0.0) + latency
-            usage = _call_usage(result, self.memory.events[first_event:])
+            usage = _call_usage(result, self.memory.events_since(first_event))
             self.memory.log("module_call", turn, module=module, latency_s=latency, **usage)
 
     def _diagnose(self, end_reason: EndReason, success: bool, score: float, reward: float) -> dict:
