@@ -111,6 +111,7 @@ def memory() -> Memory:
             tool_ok=False,
             verification_status="INVALID",
             errors=("unknown tool 'Google_Tool'; available tools: Wikipedia_RAG_Search_Tool",),
+            unmatched_tool="Google_Tool",
         )
     )
     mem.add_entry(
@@ -347,3 +348,20 @@ def test_commands_that_are_not_literal_are_refused_and_never_run(
     with pytest.raises(CommandError):
         read_command(reply, LookupTool())
     assert not (tmp_path / "PWNED").exists()
+
+
+def test_an_unknown_tool_is_named_whatever_the_verifier_then_said() -> None:
+    mem = Memory("q", TOOLS)
+    mem.add_entry(
+        entry(
+            1,
+            selected_tool=None,
+            tool_arguments={},
+            tool_result="",
+            tool_ok=False,
+            verification_status="STOP",  # verify_invalid_turns: the verifier may still stop
+            errors=("unknown tool 'Web_Tool'; available tools: Counter_Tool",),
+            unmatched_tool="Web_Tool",
+        )
+    )
+    assert memory_actions(mem)["Action Step 1"]["tool_name"] == "No matched tool given: Web_Tool"

@@ -21,7 +21,7 @@ from typing import Any
 
 from agentflow_env.tools.base import Tool
 from agentflow_env.tools.registry import ToolSet
-from agentflow_env.workflow.memory import Memory, MemoryEntry, QueryAnalysis, VerificationStatus
+from agentflow_env.workflow.memory import Memory, MemoryEntry, QueryAnalysis
 
 __all__ = [
     "AGENTFLOW_SYSTEM",
@@ -164,9 +164,9 @@ def memory_actions(memory: Memory) -> dict[str, dict[str, Any]]:
 
 def _action(entry: MemoryEntry) -> dict[str, Any]:
     if entry.selected_tool is None:
-        named = _named_tool(entry)
+        named = entry.unmatched_tool
         return {
-            "tool_name": named,
+            "tool_name": None if named is None else f"No matched tool given: {named}",
             "sub_goal": entry.sub_goal or None,
             "command": NO_TOOL_COMMAND,
             "result": NO_TOOL_RESULT,
@@ -178,15 +178,6 @@ def _action(entry: MemoryEntry) -> dict[str, Any]:
         "command": command_text(entry.tool_arguments),
         "result": result,
     }
-
-
-def _named_tool(entry: MemoryEntry) -> str | None:
-    """What the planner named, for a turn whose tool could not be used (None if unreadable)."""
-    if entry.verification_status == VerificationStatus.INVALID and entry.errors:
-        found = re.search(r"unknown tool '([^']*)'", entry.errors[0])
-        if found:
-            return f"No matched tool given: {found.group(1)}"
-    return None
 
 
 def analysis_text(analysis: QueryAnalysis | None, *, show_sub_questions: bool = False) -> str:

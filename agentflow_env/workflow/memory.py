@@ -91,6 +91,8 @@ class MemoryEntry:
     errors: tuple[str, ...] = ()
     tool_identity: str | None = None
     """The tool's own name when the planner saw it renamed (an evaluation variant), else None."""
+    unmatched_tool: str | None = None
+    """The tool name the action gave when no tool answers to it (an unknown tool), else None."""
 
     @property
     def tool_key(self) -> str | None:

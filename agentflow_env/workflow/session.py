@@ -338,7 +338,10 @@ class Session:
             name = shorten(action.tool_name, 80)
             return await self._verified_invalid(
                 self._invalid_entry(
-                    turn, action, f"unknown tool {name!r}; available tools: {known}"
+                    turn,
+                    action,
+                    f"unknown tool {name!r}; available tools: {known}",
+                    unmatched_tool=action.tool_name,
                 )
             )
 
@@ -459,6 +462,7 @@ class Session:
         action: PlannerAction | None,
         error: str,
         status: VerificationStatus = VerificationStatus.INVALID,
+        unmatched_tool: str | None = None,
     ) -> MemoryEntry:
         invalid = status == VerificationStatus.INVALID
         if invalid:
@@ -476,6 +480,7 @@ class Session:
             verification_status=status,
             open_questions=self.memory.open_questions(),
             errors=(error,),
+            unmatched_tool=unmatched_tool,
         )
 
     async def _verified_invalid(self, entry: MemoryEntry) -> MemoryEntry:
