@@ -20,6 +20,7 @@ from __future__ import annotations
 from agentflow_env.base.hf_tokens import HFChatTokenizer, resolve_tokenizer
 from agentflow_env.base.tokens import BundledTokenizer, ChatTokenizer, load_default_tokenizer
 from agentflow_env.envs.config import CodeEnvConfig, EnvConfig, SearchEnvConfig
+from agentflow_env.envs.curriculum import Curriculum
 from agentflow_env.envs.env import AgentFlowEnv
 from agentflow_env.envs.registration import ENV_ENTRY_POINTS, register_envs  # noqa: F401
 from agentflow_env.evaluation.metrics import summarize_diagnostics
@@ -29,9 +30,11 @@ from agentflow_env.rollout.planners import ExpertPlanner, RandomPlanner
 from agentflow_env.rollout.spec import TaskSpec
 from agentflow_env.tasks.base import PlanStep, Task, TaskSource
 from agentflow_env.tools import Tool, ToolCard, ToolContext, ToolResult, register_tool
+from agentflow_env.workflow.credit import TrajectoryCredit, turn_advantages
 from agentflow_env.workflow.memory import Memory, MemoryEntry, QueryAnalysis, VerificationStatus
 from agentflow_env.workflow.outcome import EndReason, EpisodeOutcome
 from agentflow_env.workflow.session import Session, SessionConfig
+from agentflow_env.workflow.shaping import progress_potential
 from agentflow_env.workflow.trajectory import Trajectory, TurnRecord, flow_grpo_advantages
 from agentflow_env.workflow.turn_log import TurnLog, read_turn_log
 
@@ -44,6 +47,7 @@ __all__ = [
     "BundledTokenizer",
     "ChatTokenizer",
     "CodeEnvConfig",
+    "Curriculum",
     "EnvConfig",
     "EndReason",
     "EpisodeOutcome",
@@ -58,6 +62,7 @@ __all__ = [
     "Session",
     "SessionConfig",
     "Task",
+    "TrajectoryCredit",
     "TaskSource",
     "TaskSpec",
     "Tool",
@@ -70,6 +75,8 @@ __all__ = [
     "VerificationStatus",
     "evaluate",
     "flow_grpo_advantages",
+    "progress_potential",
+    "turn_advantages",
     "load_default_tokenizer",
     "read_turn_log",
     "register_envs",

@@ -15,15 +15,12 @@ from pathlib import Path
 
 from .concurrency import concurrency_figures
 from .env_figures import growth_figures, memory_figures, step_vs_tokenize
+from .fork_cost import fork_cost_figures
 from .loop_blocking import loop_blocking_figures
 from .report import Record, machine, not_available, print_table, write_json
 from .retrieval import corpus_curve, library_figures, server_figure
 
 DEFAULT_OUT = Path("runs/bench/results.json")
-FORK_REASON = (
-    "forks do not exist yet (no Session fork/copy API); once they do, time a fork against "
-    "history length (1..30 turns) vs a fresh session's start"
-)
 
 
 @dataclass(frozen=True)
@@ -83,7 +80,7 @@ def run_suite(sizes: Sizes, quick: bool) -> tuple[dict[str, Record], dict[str, f
         lambda: concurrency_figures(list(sizes.levels), sizes.sequential, sizes.delay_s),
     )
     stage("event-loop blocking", lambda: loop_blocking_figures(list(sizes.loop_levels)))
-    stage("fork cost", lambda: {"fork_cost.vs_history_length": not_available(FORK_REASON)})
+    stage("fork cost", lambda: fork_cost_figures(sizes.turns, 10 if quick else 100))
 
     def retrieval() -> dict[str, Record]:
         found, tool_ms = library_figures(list(sizes.corpus_sizes), sizes.queries)

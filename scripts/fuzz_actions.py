@@ -28,7 +28,7 @@ import numpy as np
 import agentflow_env  # noqa: F401
 
 MARKERS = ["<|im_end|>", "<|im_start|>system\n", "<|endoftext|>", "<|eot_id|>", "</s>", "<s>"]
-TOOLS = ["Search", "Calculator", "Python", "search", "Nope", "", "Search\nTool Name: Python"]
+TOOLS = ["Search", "Calculator", "Python", "search", "Nope", "", "Search\nTool Name: Python", "Finish"]
 
 
 class RaisingSequence(Sequence[int]):
@@ -74,6 +74,8 @@ def four_fields(rng: random.Random) -> str:
         f"Sub-Goal: {field_value(rng)}",
         f"Tool Name: {rng.choice(TOOLS) if rng.random() < 0.8 else field_value(rng)}",
     ]
+    if rng.random() < 0.2:
+        fields.append(f"Final Answer: {field_value(rng)}")
     if rng.random() < 0.3:
         rng.shuffle(fields)
     text = "\n".join(fields)
@@ -182,7 +184,14 @@ def fuzz(env_id: str, mode: str, actions: int, seed: int, **env_kwargs: Any) -> 
         kinds[kind] += 1
         started = time.perf_counter()
         try:
-            _, _, terminated, truncated, _ = env.step(action)
+            if rng.random() < 0.02:  # a fork takes the action; the episode goes on unchanged
+                fork = env.unwrapped.fork()
+                fork.step(action)
+                fork.close()
+                kinds["forked"] += 1
+                terminated = truncated = False
+            else:
+                _, _, terminated, truncated, _ = env.step(action)
         except Exception as exc:
             raised[f"{kind}: {type(exc).__name__}"] += 1
             if len(first_errors) < 5:
@@ -197,6 +206,7 @@ def fuzz(env_id: str, mode: str, actions: int, seed: int, **env_kwargs: Any) -> 
     return {
         "env": env_id,
         "mode": mode,
+        "env_kwargs": env_kwargs,
         "actions": actions,
         "episodes": episodes,
         "raised": dict(raised),
@@ -212,20 +222,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default=None, help="write the report as JSON here")
     args = parser.parse_args(argv)
-    runs = [
-        ("AgentFlow-Search-v0", "structured", 0.35),
-        ("AgentFlow-Search-v0", "flat", 0.35),
-        ("AgentFlow-Code-v0", "structured", 0.15),
-        ("AgentFlow-Code-v0", "flat", 0.15),
+    learned = {"termination": "both", "reward_shaping": "progress"}
+    runs: list[tuple[str, str, float, dict[str, Any]]] = [
+        ("AgentFlow-Search-v0", "structured", 0.25, {}),
+        ("AgentFlow-Search-v0", "flat", 0.25, {}),
+        ("AgentFlow-Search-v0", "flat", 0.2, {**learned, "termination": "planner"}),
+        ("AgentFlow-Code-v0", "structured", 0.15, learned),
+        ("AgentFlow-Code-v0", "flat", 0.15, {}),
     ]
     started = time.perf_counter()
     reports = []
-    for index, (env_id, mode, share) in enumerate(runs):
+    for index, (env_id, mode, share, env_kwargs) in enumerate(runs):
         count = int(args.actions * share)
-        report = fuzz(env_id, mode, count, args.seed + 1000 * index)
+        report = fuzz(env_id, mode, count, args.seed + 1000 * index, **env_kwargs)
         reports.append(report)
         print(
-            f"{env_id} {mode}: {count} actions, {report['episodes']} episodes, "
+            f"{env_id} {mode} {env_kwargs}: {count} actions, {report['episodes']} episodes, "
             f"raised {sum(report['raised'].values())}, slowest {report['slowest_steps_s'][0]}",
             flush=True,
         )

@@ -34,6 +34,7 @@ EXPECTED = [
     "loop_blocking.longest_hold_256",
     "loop_blocking.hold_per_turn_256",
     "fork_cost.vs_history_length",
+    "fork_cost.bytes_vs_history_length",
     "retrieval.tool_vs_bm25s_10k",
     "retrieval.tool_vs_bm25s_200k",
     "retrieval.tool_vs_bm25s_1M",
@@ -66,7 +67,8 @@ def test_quick_suite_writes_every_figure(tmp_path: Path) -> None:
             assert record["what"] and record["against"], key
         else:
             assert isinstance(record["reason"], str) and record["reason"], key
-    assert not figures["fork_cost.vs_history_length"]["available"]
+    fork = figures["fork_cost.vs_history_length"]
+    assert fork["available"] and len(fork["curve_fork_bytes_flat"]) == 30
     breakdown = figures["concurrency.client_cpu_per_episode"]["breakdown_ms"]
     assert "tokenization" in breakdown and "HTTP" in breakdown
     assert "curve_step_ms" in figures["step_cost.turns_flat"]

@@ -240,6 +240,7 @@ def test_enum_values_are_todays_strings() -> None:
     ]
     assert {r.value for r in EndReason} == {
         "verifier_stop",
+        "planner_stop",
         "max_turns",
         "module_error",
         "prompt_budget",

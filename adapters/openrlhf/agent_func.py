@@ -129,14 +129,16 @@ class AgentInstance(AgentInstanceBase):
         return {"observation": observation.text}
 
     async def step(self, states: dict, **kwargs: Any) -> dict:
-        """One planner turn; the reward is terminal (0 before the end)."""
+        """One planner turn; the reward is terminal (0 before the end). OpenRLHF takes one scalar
+        per sample, so shaping rewards (``reward_shaping``) and per-turn advantages do not reach
+        it: the terminal reward (the outcome's) is what it gets, shaped or not."""
         if self.session is None:
             raise RuntimeError("step() before reset()")
         action, logprobs = self._action(states)
         outcome = await self.session.step(action, logprobs)
         end = self.session.outcome if outcome.terminated or outcome.truncated else None
         return {
-            "rewards": torch.tensor(outcome.reward if end else 0.0),
+            "rewards": torch.tensor(end.reward if end else 0.0),
             "scores": float(end.score) if end else 0.0,
             # After the end no prompt follows: nothing to append (the sequence ends on the action).
             "environment_feedback": "" if end else outcome.feedback.text,

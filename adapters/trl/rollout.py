@@ -25,8 +25,9 @@ from typing import Any
 
 import torch
 
-from agentflow_env.rollout import driver, hf_generation, labels, pool
+from agentflow_env.rollout import driver, hf_generation, labels, pool, turn_credit
 from agentflow_env.rollout.spec import DEFAULT_ENV_ID
+from agentflow_env.workflow.credit import CreditMethod
 
 # Re-exported for scripts and tests that load this file.
 EnvPool, build_env, HFGenerator = pool.EnvPool, pool.build_env, hf_generation.HFGenerator
@@ -133,12 +134,22 @@ def make_rollout_func(
     *,
     max_action_tokens: int = 48,
     env_id: str = DEFAULT_ENV_ID,
+    credit: CreditMethod | None = None,
+    value_forks: int = 0,
 ) -> Callable[[list[Any], Any], dict[str, list]]:
     """A ``rollout_func(prompts, trainer)`` for ``GRPOTrainer``: one completion per prompt entry
     (TRL's sampler already repeats each prompt ``num_generations`` times; the copies share one
     task). ``env_kwargs`` apply beneath each label's own; with several processes the ranks
-    generate in lockstep over the trainer's accelerator."""
+    generate in lockstep over the trainer's accelerator.
+
+    ``credit`` (``"broadcast"``, ``"progress"``, ``"monte_carlo"``;
+    ``agentflow_env.workflow.credit``) adds ``token_advantages`` to the output, one value per
+    completion token, which ``TurnCreditGRPOTrainer`` (``adapters/trl/turn_credit.py``) uses in
+    place of TRL's own advantages; ``monte_carlo`` needs ``value_forks=K`` forked continuations
+    per turn. Groups are the prompts with equal labels within the call."""
     user_kwargs = dict(env_kwargs or {})
+    if credit == "monte_carlo" and value_forks < 1:
+        raise ValueError("credit='monte_carlo' needs value_forks >= 1")
 
     def rollout_func(prompts: list[Any], trainer: Any) -> dict[str, list]:
         results = run_episodes(
@@ -150,8 +161,12 @@ def make_rollout_func(
             env_kwargs=user_kwargs,
             default_env_kwargs=DEFAULT_ENV_KWARGS,
             lockstep=trainer_lockstep(trainer),
+            value_forks=value_forks if credit == "monte_carlo" else 0,
         )
-        return rollout_output(results)
+        output = rollout_output(results)
+        if credit is not None:
+            output["token_advantages"] = turn_credit.token_advantages(prompts, results, credit)
+        return output
 
     return rollout_func
 

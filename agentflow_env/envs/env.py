@@ -7,6 +7,7 @@ planner's reply as a ``str`` or as token ids. The reward is terminal by default.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Coroutine, Mapping, Sequence
 from typing import Any, SupportsFloat, TypeVar
 
@@ -68,6 +69,9 @@ class AgentFlowEnv(gym.Env[dict[str, Any], PlannerInput]):
     A setting the variant lacks, an invalid value, or a setting the chosen task source would
     ignore raises ``ValueError`` naming what is allowed; ``dataset=`` needs ``corpus=`` unless
     a retriever server (``retriever_url=``) serves the Search tool.
+
+    ``fork()`` (``env.unwrapped.fork()`` through wrappers) copies the env at the current turn of
+    its episode, so that several continuations branch from one state.
     """
 
     metadata = {"render_modes": ["ansi", "human"], "render_fps": 4}
@@ -119,13 +123,19 @@ class AgentFlowEnv(gym.Env[dict[str, Any], PlannerInput]):
         self.session_config = SessionConfig(
             max_turns=config.max_turns,
             reward=RewardConfig(
-                config.reward, config.lambda_calls, config.lambda_tokens, config.lambda_errors
+                config.reward,
+                config.lambda_calls,
+                config.lambda_tokens,
+                config.lambda_errors,
+                shaping=config.reward_shaping,
+                shaping_weight=config.shaping_weight,
             ),
             tool_timeout_s=config.tool_timeout_s,
             max_tool_output_chars=config.max_tool_output_chars,
             prompt_style=config.prompt_style,
             show_sub_questions=config.show_sub_questions,
             verify_invalid_turns=config.verify_invalid_turns,
+            termination=config.termination,
             time_limit_s=config.time_limit_s,
             observation_mode=config.observation_mode,
             max_action_tokens=config.max_action_tokens,
@@ -191,9 +201,10 @@ class AgentFlowEnv(gym.Env[dict[str, Any], PlannerInput]):
         return None
 
     def close(self) -> None:
-        self._runner.close()
-        if self.turn_log is not None:
-            self.turn_log.close()
+        if not self._shares_resources:  # a fork's loop runner and log are its origin's
+            self._runner.close()
+            if self.turn_log is not None:
+                self.turn_log.close()
         super().close()
 
     # -- helpers -----------------------------------------------------------------------------
@@ -252,6 +263,30 @@ class AgentFlowEnv(gym.Env[dict[str, Any], PlannerInput]):
         if self.session is None:
             raise gym.error.ResetNeeded("no episode yet: call reset()")
         return self.session.trajectory()
+
+    # -- forks -------------------------------------------------------------------------------
+    _shares_resources = False
+    """Set on a fork: its loop runner and trajectory log belong to the env it was forked from,
+    and its ``close`` leaves them open."""
+
+    def fork(self, *, log: bool = False) -> AgentFlowEnv:
+        """An independent copy of this env at the current turn of its episode.
+
+        It shares this env's config, task source, tools, modules, tokenizer, prompt encoder,
+        event-loop runner and trajectory log; its ``session`` is ``self.session.fork(log=log)``
+        (see ``Session.fork``: the same actions give the same continuation, other actions
+        diverge without touching this env) and its ``np_random`` an independent copy of this
+        env's generator. ``step``, ``trajectory`` and ``render`` work on it, ``reset`` starts a
+        new episode on it, and ``close`` leaves the shared runner and log open; closing this env
+        closes them for its forks too. Through Gymnasium wrappers: ``env.unwrapped.fork()``.
+        """
+        if self.session is None:
+            raise gym.error.ResetNeeded("no episode to fork: call reset() first")
+        child = copy.copy(self)
+        child.session = self.session.fork(log=log)
+        child._np_random = copy.deepcopy(self.np_random)  # keeps ``np_random_seed`` too
+        child._shares_resources = True
+        return child
 
     def render_text(self) -> str:
         if self.session is None:

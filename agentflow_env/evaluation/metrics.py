@@ -142,7 +142,7 @@ def clean_diagnostics(raw: Any) -> dict[str, Any]:
         value = raw.get(key)
         if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
             clean[key] = value
-    for key in ("success", "verifier_stop", "premature_stop"):
+    for key in ("success", "verifier_stop", "planner_stop", "premature_stop"):
         if isinstance(raw.get(key), bool):
             clean[key] = raw[key]
     if isinstance(raw.get("end_reason"), str):
@@ -165,17 +165,26 @@ def clean_diagnostics(raw: Any) -> dict[str, Any]:
     return clean
 
 
+def _premature_rate(stopped: Sequence[Mapping[str, Any]]) -> Estimate:
+    """Premature stops over the episodes that ended on a stop the evidence reader judged."""
+    return _proportion([bool(r["premature_stop"]) for r in stopped])
+
+
 def summarize_diagnostics(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Every aggregate metric over the episodes whose diagnostics are ``rows``."""
     rows = list(rows)
-    stopped = [r for r in rows if r.get("verifier_stop") and r.get("premature_stop") is not None]
+    judged = [r for r in rows if r.get("premature_stop") is not None]
+    by_verifier = [r for r in judged if r.get("verifier_stop")]
+    by_planner = [r for r in judged if r.get("planner_stop")]
     failed = [r for r in rows if r.get("failures")]
     summary: dict[str, Any] = {
         "episodes": len(rows),
         "success_rate": _proportion([bool(r.get("success")) for r in rows]),
         **{key: _mean(rows, key) for key in MEAN_METRICS},
         **{name: _pooled_rate(rows, *keys) for name, keys in RATE_METRICS.items()},
-        "premature_stop_rate": _proportion([bool(r["premature_stop"]) for r in stopped]),
+        "premature_stop_rate": _premature_rate([*by_verifier, *by_planner]),
+        "premature_verifier_stop_rate": _premature_rate(by_verifier),
+        "premature_planner_stop_rate": _premature_rate(by_planner),
         "success_after_failure": _proportion([bool(r.get("success")) for r in failed]),
         "end_reasons": dict(Counter(str(r.get("end_reason")) for r in rows)),
         "modules": _usage(rows, "modules"),

@@ -95,19 +95,20 @@ def run_preflight(
 def _check(env: gym.Env, seed: int, env_id: str) -> PreflightReport:
     base = unwrap_agentflow(env)
     max_turns = base.session_config.max_turns
+    termination = base.session_config.termination
     log = StepLog()
     run = run_expert(env, seed, log, "expert")
     found: dict[str, CheckItem] = {
         MEMORY: guarded(MEMORY, lambda: check_memory(run, base)),
         ACTION: guarded(ACTION, lambda: check_action(run)),
         TOOL: guarded(TOOL, lambda: check_tool(run, base)),
-        VERIFIER: guarded(VERIFIER, lambda: check_verifier_stop(run, max_turns)),
+        VERIFIER: guarded(VERIFIER, lambda: check_verifier_stop(run, max_turns, termination)),
         ANSWER: guarded(ANSWER, lambda: check_answer(run)),
     }
     found[TOOL_ERRORS] = guarded(TOOL_ERRORS, lambda: check_tool_errors(env, seed, log))
     found[TURN_LIMIT] = guarded(TURN_LIMIT, lambda: check_turn_limit(env, seed, log))
     found[TOKENS] = guarded(TOKENS, lambda: check_flat_tokens(env, seed, log))
-    found[ENDS] = guarded(ENDS, lambda: check_ends(log, max_turns))
+    found[ENDS] = guarded(ENDS, lambda: check_ends(log, max_turns, termination))
     observation = run.reset_observation
     first_prompt = None if observation is None else len(observation["token_ids"])
     return PreflightReport(

@@ -110,8 +110,9 @@ def check_tool(run: ExpertRun, env: AgentFlowEnv) -> CheckItem:
     )
 
 
-def check_verifier_stop(run: ExpertRun, max_turns: int) -> CheckItem:
-    """The expert's episode terminates by the verifier's STOP within the turn limit."""
+def check_verifier_stop(run: ExpertRun, max_turns: int, termination: str = "verifier") -> CheckItem:
+    """The expert's episode terminates by the verifier's STOP within the turn limit (or by the
+    planner's finish, where ``termination`` lets the planner finish)."""
     info = run.final_info
     if info is None:
         return CheckItem(VERIFIER, False, run.missing("its end"))
@@ -120,7 +121,10 @@ def check_verifier_stop(run: ExpertRun, max_turns: int) -> CheckItem:
         f"the expert's episode ended at turn {turn} of at most {max_turns} with end_reason "
         f"{reason!r} (terminated={run.terminated}, truncated={run.truncated})"
     )
-    if run.terminated and reason == "verifier_stop" and isinstance(turn, int):
+    stops = {"verifier": ("verifier_stop",), "planner": ("planner_stop",)}.get(
+        termination, ("verifier_stop", "planner_stop")
+    )
+    if run.terminated and reason in stops and isinstance(turn, int):
         return CheckItem(VERIFIER, True, seen)
     statuses = [e.get("verification_status") for e in info.get("memory", [])]
     errors = info.get("module_errors") or []

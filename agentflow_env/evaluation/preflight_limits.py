@@ -153,18 +153,22 @@ def check_turn_limit(env: gym.Env, seed: int, log: StepLog) -> CheckItem:
     return CheckItem(TURN_LIMIT, passed, seen)
 
 
-def check_ends(log: StepLog, max_turns: int) -> CheckItem:
-    """Across the logged steps: terminated iff the last verification is STOP, truncated iff a
-    limit or budget ended the episode, never both, and no end without one of them."""
+def check_ends(log: StepLog, max_turns: int, termination: str = "verifier") -> CheckItem:
+    """Across the logged steps: terminated iff the episode ended on a stop (a STOP verification:
+    the verifier's or, where ``termination`` allows it, the planner's finish), truncated iff a
+    limit or budget ended the episode, never both, and no end without one of them. Under
+    ``termination="planner"`` a verifier STOP does not end the episode."""
+    stop_reasons = {"verifier_stop", "planner_stop"}
     for step in log.steps:
         where = f"{step.episode} episode, turn {step.turn}"
         stop = step.verification == "STOP"
+        binding = stop and (termination != "planner" or step.end_reason == "planner_stop")
         problem = None
         if step.terminated and step.truncated:
             problem = "terminated and truncated both"
-        elif step.terminated != stop:
+        elif step.terminated != binding:
             problem = f"terminated={step.terminated} but the verification is {step.verification}"
-        elif step.terminated and step.end_reason != "verifier_stop":
+        elif step.terminated and step.end_reason not in stop_reasons:
             problem = f"terminated with end_reason {step.end_reason!r}"
         elif step.end_reason == EndReason.MODULE_ERROR:
             errors = " | ".join(step.module_errors) or "no error text"

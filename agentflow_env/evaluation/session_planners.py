@@ -18,7 +18,7 @@ import numpy as np
 
 from agentflow_env.llm.client import ChatBackend
 from agentflow_env.rollout.llm_planners import messages_from_observation
-from agentflow_env.rollout.planners import expert_action, random_action
+from agentflow_env.rollout.planners import expert_session_action, random_action
 from agentflow_env.workflow.session import Session
 
 __all__ = [
@@ -42,10 +42,11 @@ PlannerFactory = Callable[[int], SessionPlanner]
 
 
 class ExpertSessionPlanner:
-    """Follows the task's gold plan (see ``agentflow_env.rollout.planners.ExpertPlanner``)."""
+    """Follows the task's gold plan (see ``agentflow_env.rollout.planners.ExpertPlanner``),
+    finishing with the answer it read where the planner may finish."""
 
     async def act(self, session: Session) -> str:
-        return expert_action(session.task, session.turn)
+        return expert_session_action(session)
 
 
 class RandomSessionPlanner:

@@ -121,6 +121,11 @@ class EpisodeResult:
 
     ``error`` is set when the episode raised: the sample is then a placeholder (the first prompt
     if there was one, a single masked end-of-turn token as completion) with reward 0.
+
+    ``reward`` is the terminal reward; ``turn_shaping`` the per-turn shaping rewards
+    (``reward_shaping="progress"``), ``action_lengths`` / ``feedback_lengths`` where each turn
+    lies in the completion, and ``turn_values`` (``value_forks > 0``) the Monte Carlo value of
+    the state each turn acted in (``None`` for the first: the group's mean reward estimates it).
     """
 
     prompt_ids: list[int]
@@ -133,6 +138,10 @@ class EpisodeResult:
     end_reason: str
     metrics: dict[str, float] = field(default_factory=dict)
     error: str | None = None
+    turn_shaping: list[float] = field(default_factory=list)
+    action_lengths: list[int] = field(default_factory=list)
+    feedback_lengths: list[int] = field(default_factory=list)
+    turn_values: list[float | None] | None = None
 
     @property
     def failed(self) -> bool:
@@ -149,6 +158,10 @@ class _Episode:
     first_prompt: list[int] | None = None
     turns: int = 0
     result: EpisodeResult | None = None
+    parent: _Episode | None = None
+    """A value rollout's episode: its reward goes into the parent's ``fork_rewards``."""
+    fork_rewards: list[list[float]] = field(default_factory=list)
+    """Per turn after the first, the rewards of the forks continuing from the state it acted in."""
 
 
 @dataclass
@@ -156,6 +169,8 @@ class _Run:
     pool: EnvPool
     eos: int
     log: logging.Logger
+    value_forks: int = 0
+    forks: list[_Episode] = field(default_factory=list)
 
 
 def run_episodes(
@@ -170,6 +185,7 @@ def run_episodes(
     default_env_kwargs: Mapping[str, Any] | None = None,
     lockstep: MaxAcrossRanks | None = None,
     log: logging.Logger | None = None,
+    value_forks: int = 0,
 ) -> list[EpisodeResult]:
     """Run one episode per spec, all turns batched across episodes; one result per spec, in order.
 
@@ -188,8 +204,16 @@ def run_episodes(
     first prompt and discarding their outputs, and all stop together when no rank has a live
     episode. So every rank makes the same number of generate calls with the same batch sizes,
     and each keeps its own episodes' outputs. Without it (one process) nothing is padded.
+
+    ``value_forks=K`` (Monte Carlo turn values, VinePPO-style): after every turn that does not
+    end an episode, K forks of it (``AgentFlowEnv.fork``) continue from the new state with the
+    same ``generate``, in the same batches; the mean of their terminal rewards is the value of
+    that state (``EpisodeResult.turn_values``). A fork that fails counts as reward 0. Forks cost
+    up to K times the remaining turns of every episode; their samples are not returned.
     """
-    run = _Run(pool or _POOL, filler_token_id(tokenizer), log or logger)
+    if value_forks < 0:
+        raise ValueError(f"value_forks must be >= 0, got {value_forks}")
+    run = _Run(pool or _POOL, filler_token_id(tokenizer), log or logger, value_forks)
     episodes = [_Episode(index, label) for index, label in enumerate(specs)]
     plan_kwargs = {
         "env_id": env_id,
@@ -200,7 +224,7 @@ def run_episodes(
     starts = [e.first_prompt for e in episodes if e.first_prompt]
     padding = min(starts, key=len) if starts else [run.eos]
     while True:
-        live = [e for e in episodes if e.result is None]
+        live = [e for e in episodes + run.forks if e.result is None]
         width = len(live) if lockstep is None else int(lockstep(len(live)))
         if width < len(live):
             raise RuntimeError(f"lockstep returned {width} for {len(live)} live episodes")
@@ -216,6 +240,9 @@ def run_episodes(
             )
         for episode, ids, lps in zip(live, completions, per_row, strict=False):
             _step(episode, list(ids), lps, run)
+    if run.value_forks:
+        for episode in episodes:
+            _set_values(episode)
     return [e.result for e in episodes if e.result is not None]
 
 
@@ -263,11 +290,51 @@ def _step(episode: _Episode, ids: list[int], logprobs: Any, run: _Run) -> None:
         observation, reward, terminated, truncated, info = env.step(action)
         episode.turns += 1
         if terminated or truncated:
-            episode.result = _result(env, float(reward), info)
+            episode.result = _result(env, float(info.get("reward", reward)), info)
+            if episode.parent is not None:
+                _finish_fork(episode, run)
         else:
             episode.observation = _ids(observation)
+            if episode.parent is None and run.value_forks:
+                _fork(episode, run)
     except Exception as exc:
         _fail(episode, "step", exc, run)
+        if episode.parent is not None:
+            _finish_fork(episode, run)
+
+
+def _fork(episode: _Episode, run: _Run) -> None:
+    """K value rollouts from the state ``episode`` just reached (its ``turns``-th state)."""
+    assert episode.env is not None
+    rewards: list[float] = []
+    episode.fork_rewards.append(rewards)
+    for _ in range(run.value_forks):
+        fork = _Episode(-1, episode.label, plan=episode.plan, parent=episode)
+        fork.env = episode.env.fork()
+        fork.observation = episode.observation
+        fork.first_prompt = episode.first_prompt
+        fork.fork_rewards = [rewards]  # where its reward goes
+        run.forks.append(fork)
+
+
+def _finish_fork(fork: _Episode, run: _Run) -> None:
+    assert fork.result is not None
+    fork.fork_rewards[0].append(0.0 if fork.result.failed else fork.result.reward)
+    if fork.env is not None:
+        fork.env.close()
+        fork.env = None
+    run.forks.remove(fork)
+
+
+def _set_values(episode: _Episode) -> None:
+    result = episode.result
+    if result is None or result.failed:
+        return
+    values: list[float | None] = [None]
+    for rewards in episode.fork_rewards[: result.turns - 1]:
+        values.append(sum(rewards) / len(rewards) if rewards else None)
+    if len(values) == result.turns and all(v is not None for v in values[1:]):
+        result.turn_values = values
 
 
 def _ids(observation: Mapping[str, Any]) -> list[int]:
@@ -299,6 +366,9 @@ def _result(env: AgentFlowEnv, reward: float, info: Mapping[str, Any]) -> Episod
         turns=int(metrics.get("turns", 0)),
         end_reason=str(info.get("end_reason", "")),
         metrics=metrics,
+        turn_shaping=[t.shaping for t in trajectory.turns],
+        action_lengths=[len(t.action_ids) for t in trajectory.turns],
+        feedback_lengths=[len(t.feedback_ids) for t in trajectory.turns],
     )
 
 
@@ -314,7 +384,10 @@ def _fail(episode: _Episode, stage: str, exc: BaseException, run: _Run) -> None:
         exc_info=None if isinstance(exc, TaskSpecError) else exc,
     )
     if episode.env is not None:
-        run.pool.discard(episode.env)
+        if episode.parent is None:
+            run.pool.discard(episode.env)
+        else:  # a value rollout's fork is not the pool's
+            episode.env.close()
         episode.env = None
     episode.result = EpisodeResult(
         prompt_ids=list(episode.first_prompt or [run.eos]),

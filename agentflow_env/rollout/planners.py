@@ -1,6 +1,9 @@
 """Scripted planners: an expert that follows the task's gold plan, and a random baseline.
 
 Both expose ``act(observation, info) -> str`` and work on the env that ``gym.make`` returns.
+Where the planner may finish (``termination`` "planner" or "both"), the expert ends the episode
+with the finish action once it has done every gold step, answering what the task's evidence
+reader reads out of the memory.
 """
 
 from __future__ import annotations
@@ -15,7 +18,11 @@ import numpy as np
 from agentflow_env.envs.env import unwrap_agentflow
 from agentflow_env.retrieval.corpus import Corpus
 from agentflow_env.tasks.base import Task
-from agentflow_env.workflow.actions import format_planner_action
+from agentflow_env.tasks.oracle import evidence_reader
+from agentflow_env.workflow.actions import format_finish_action, format_planner_action
+from agentflow_env.workflow.memory import Memory
+from agentflow_env.workflow.outcome import planner_may_finish
+from agentflow_env.workflow.session import Session
 
 
 def expert_action(task: Task, turn: int) -> str:
@@ -29,6 +36,23 @@ def expert_action(task: Task, turn: int) -> str:
         sub_goal=step.sub_goal,
         tool_name=step.tool,
     )
+
+
+def expert_finish_action(task: Task, memory: Memory) -> str:
+    """The finish action with the answer the task's evidence reader reads out of ``memory``
+    (an empty answer when it reads none: then the generalist answers)."""
+    answer = evidence_reader(task).solve(memory.evidence()) or ""
+    return format_finish_action(answer, "Every step of the plan is done.")
+
+
+def expert_session_action(session: Session) -> str:
+    """The expert's next action in ``session``: the gold plan's next step, or, once every step
+    is done and the planner may finish, the finish action with the answer it read."""
+    task, turn = session.task, session.turn
+    done = bool(task.gold_plan) and turn >= len(task.gold_plan)
+    if done and planner_may_finish(session.config.termination):
+        return expert_finish_action(task, session.memory)
+    return expert_action(task, turn)
 
 
 def random_action(rng: np.random.Generator, tool_names: Sequence[str], task: Task) -> str:
@@ -57,8 +81,9 @@ class ExpertPlanner:
 
     def act(self, observation: Any = None, info: dict[str, Any] | None = None) -> str:
         task = self.env.task  # ResetNeeded before the first reset()
-        assert self.env.session is not None  # a task means a session
-        return expert_action(task, self.env.session.turn)
+        session = self.env.session
+        assert session is not None and session.task is task  # a task means a session
+        return expert_session_action(session)
 
 
 class RandomPlanner:

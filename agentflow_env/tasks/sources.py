@@ -5,7 +5,9 @@ Which source an env uses, and which settings go with it, is its config's busines
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import numbers
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -69,6 +71,16 @@ def check_hops(hops: Any) -> None:
         )
 
 
+def check_distractors(distractors: Any) -> None:
+    """``distractors`` (near-miss density of the synthetic world) is a number in [0, 1]."""
+    is_number = isinstance(distractors, numbers.Real) and not isinstance(distractors, bool)
+    if not is_number or not 0.0 <= float(distractors) <= 1.0:
+        raise ValueError(
+            "distractors (the fraction of people, organisations and works that get a near-miss "
+            f"twin) must be a number in [0, 1], got {distractors!r:.80}"
+        )
+
+
 def synthetic_source(
     *,
     world_seed: int = 0,
@@ -77,17 +89,22 @@ def synthetic_source(
     kinds: str | Sequence[str] | None = None,
     split: str = "train",
     fresh_world: bool = False,
+    distractors: float = 0.0,
 ) -> TaskSource:
     """The embedded synthetic world, shared by every env of the process with the same settings.
 
     ``world_size`` defaults to ``"small"`` for fresh per-episode worlds and ``"default"`` otherwise.
-    Invalid settings raise ``ValueError`` naming the allowed values.
+    ``distractors`` is the near-miss density (``WorldConfig.distractors``). Invalid settings raise
+    ``ValueError`` naming the allowed values.
     """
     hops_tuple, kinds_tuple = _as_tuple(hops), _as_tuple(kinds)
     _check_synthetic_settings(hops_tuple, kinds_tuple, split, world_size)
+    check_distractors(distractors)
     if world_size is None:
         world_size = "small" if fresh_world else "default"
-    return _cached_synthetic(world_seed, world_size, hops_tuple, kinds_tuple, split, fresh_world)
+    return _cached_synthetic(
+        world_seed, world_size, hops_tuple, kinds_tuple, split, fresh_world, float(distractors)
+    )
 
 
 @functools.lru_cache(maxsize=32)
@@ -98,12 +115,13 @@ def _cached_synthetic(
     kinds: tuple | None,
     split: str,
     fresh_world: bool,
+    distractors: float = 0.0,
 ) -> TaskSource:
     sizes = {"default": WorldConfig, "small": WorldConfig.small}
     check_world_size(world_size)
     return SyntheticTaskSource(
         world_seed=world_seed,
-        config=sizes[world_size](),
+        config=dataclasses.replace(sizes[world_size](), distractors=distractors),
         hops=hops,
         kinds=kinds,
         split=split,

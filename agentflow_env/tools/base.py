@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -54,17 +55,25 @@ class ToolCard:
         return "\n".join(lines)
 
 
+def _fresh_episode_key() -> int:
+    return secrets.randbits(63)
+
+
 @dataclass(frozen=True)
 class ToolContext:
     """What a tool may know about the episode it serves (never the gold answers).
 
     ``time_limit_s`` is this call's wall-clock limit, set by ``run_tool`` for tools that stop
-    themselves (``Tool.stop_grace_s``).
+    themselves (``Tool.stop_grace_s``). ``episode_key`` is a random number drawn when the context
+    is built (once per episode) and kept by every copy of it (``dataclasses.replace``, a fork of
+    the episode): a tool that draws randomness per episode without a ``seed`` derives it from
+    this key, never from shared state, so a forked episode given the same calls draws the same.
     """
 
     corpus: Corpus | None = None
     seed: int | None = None
     time_limit_s: float | None = None
+    episode_key: int = field(default_factory=_fresh_episode_key)
 
 
 @dataclass

@@ -12,7 +12,9 @@ episodes): whether a call fails is a hash of the episode seed (``ToolContext.see
 original tool's name and the call's validated arguments, compared with ``failure_rate``. So the
 same seed and calls give the same failures, a raised rate fails a superset of the calls, and a
 repeated identical call in one episode gets the same outcome (a query that is down stays down
-for the episode). An episode without a seed draws from fresh entropy: not reproducible.
+for the episode). An episode without a seed hashes its context's random ``episode_key``
+instead: not reproducible across episodes, but the same within one, and a fork of the episode
+(which keeps the key) fails exactly the calls the original fails.
 """
 
 from __future__ import annotations
@@ -22,7 +24,6 @@ import dataclasses
 import hashlib
 import json
 import math
-import random
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -39,8 +40,6 @@ VARIANT_OPTIONS: tuple[str, ...] = (
     "latency_s",
 )
 """The option keys any tool object may carry; ``build_tool`` takes them out before the factory."""
-
-_entropy = random.SystemRandom()
 
 
 @dataclass(frozen=True)
@@ -184,9 +183,8 @@ class ToolVariant(Tool):
             return False
         if rate >= 1.0:
             return True
-        if context.seed is None:
-            return _entropy.random() < rate
-        return failure_draw(context.seed, self.original_name, arguments) < rate
+        key = context.episode_key if context.seed is None else context.seed
+        return failure_draw(key, self.original_name, arguments) < rate
 
     def _cut(self, result: ToolResult) -> None:
         cap = self.options.max_output_chars
@@ -219,7 +217,7 @@ def _renamed_card(card: ToolCard, name: str) -> ToolCard:
 
 
 def failure_draw(seed: int, tool_name: str, arguments: Mapping[str, Any]) -> float:
-    """A number in [0, 1) fixed by the episode seed, the tool and the call's arguments."""
+    """A number in [0, 1) fixed by the episode seed (or key), the tool and the call's arguments."""
     key = json.dumps(
         [seed, canonical_tool_name(tool_name), arguments],
         sort_keys=True,

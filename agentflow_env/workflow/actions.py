@@ -7,6 +7,12 @@ The planner writes AgentFlow's four-field block::
     Sub-Goal: <what this step should achieve>
     Tool Name: <one of the available tools>
 
+With ``termination="planner"`` or ``"both"`` the planner may instead end the episode with the
+finish action: ``Tool Name: Finish`` (a name no tool may take) and its answer in a ``Final
+Answer:`` field, read only when ``parse_planner_action(text, finish=True)``. Without ``finish``
+that key is not a field (a ``Final Answer:`` line belongs to the field above it, as it always
+has) and ``Finish`` is just a tool name the session does not know.
+
 LLM output is messy, so the parser accepts markdown decoration, key spelling variants, any key
 order, multi-line values, code fences, surrounding prose and the same keys as a JSON object.
 All scanning is line by line or with bounded regular expressions, so parsing is linear in the
@@ -20,14 +26,23 @@ import json
 import re
 from dataclasses import dataclass
 
+from agentflow_env.tools.registry import canonical_tool_name
+
 __all__ = [
+    "FINISH_TOOL_NAME",
     "ActionParseError",
     "PlannerAction",
     "Verdict",
+    "format_finish_action",
     "format_planner_action",
+    "is_finish",
     "parse_planner_action",
     "parse_verdict",
 ]
+
+FINISH_TOOL_NAME = "Finish"
+"""The tool name of the finish action; a tool of that name (in any spelling ``ToolSet`` accepts)
+cannot be used where the planner may finish."""
 
 FIELDS = ("justification", "context", "sub_goal", "tool_name")
 _DISPLAY_NAMES = {
@@ -43,11 +58,18 @@ _KEY_ALIASES = {
     "subgoal": "sub_goal",
     "toolname": "tool_name",
 }
+_FINISH_KEY = "finalanswer"  # the finish action's answer field, a key only with finish=True
 _EXPECTED_FORMAT = (
     "Justification: <why this tool now>\n"
     "Context: <all information the tool needs>\n"
     "Sub-Goal: <what this step should achieve>\n"
     "Tool Name: <one of the available tools>"
+)
+_EXPECTED_FINISH_FORMAT = (
+    "or, to end the episode with your answer:\n"
+    "Justification: <why the evidence is enough>\n"
+    "Final Answer: <the answer>\n"
+    f"Tool Name: {FINISH_TOOL_NAME}"
 )
 
 
@@ -63,6 +85,8 @@ class PlannerAction:
     context: str
     sub_goal: str
     tool_name: str
+    final_answer: str | None = None
+    """The ``Final Answer:`` field (read only when parsing with ``finish=True``), else None."""
 
 
 @dataclass(frozen=True)
@@ -81,6 +105,21 @@ def format_planner_action(justification: str, context: str, sub_goal: str, tool_
         f"Sub-Goal: {sub_goal}\n"
         f"Tool Name: {tool_name}"
     )
+
+
+def format_finish_action(
+    answer: str, justification: str = "The evidence answers the query."
+) -> str:
+    """The canonical text form of the finish action (``parse_planner_action(finish=True)``)."""
+    return f"Justification: {justification}\nFinal Answer: {answer}\nTool Name: {FINISH_TOOL_NAME}"
+
+
+def is_finish(action: PlannerAction) -> bool:
+    """Whether ``action`` names the finish action (any spelling ``ToolSet`` would accept)."""
+    return canonical_tool_name(action.tool_name) == _FINISH_CANONICAL
+
+
+_FINISH_CANONICAL = canonical_tool_name(FINISH_TOOL_NAME)
 
 
 # --- text form -----------------------------------------------------------------------------
@@ -104,15 +143,18 @@ _LINE_BREAKS = "\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
 
 
 @functools.lru_cache(maxsize=1024)
-def _field_for(key: str) -> str | None:
-    return _KEY_ALIASES.get(_LETTERS_ONLY.sub("", key.lower()))
+def _field_for(key: str, finish: bool = False) -> str | None:
+    letters = _LETTERS_ONLY.sub("", key.lower())
+    if finish and letters == _FINISH_KEY:
+        return "final_answer"
+    return _KEY_ALIASES.get(letters)
 
 
-def _match_key_line(line: str) -> tuple[str, str] | None:
+def _match_key_line(line: str, finish: bool = False) -> tuple[str, str] | None:
     """Return ``(field, first value fragment)`` if ``line`` starts a field."""
     m = _KEY_LINE.match(line)
     if m is not None:
-        field = _field_for(m.group("key"))
+        field = _field_for(m.group("key"), finish)
         if field is not None:
             lead, trail, value = m.group("lead", "trail", "value")
             if lead.strip(" \t"):
@@ -121,7 +163,7 @@ def _match_key_line(line: str) -> tuple[str, str] | None:
     if line.lstrip(" \t")[:1] in ("#", "*", "_"):
         m = _HEADER_LINE.fullmatch(line.rstrip(_LINE_BREAKS))
         if m is not None:
-            field = _field_for(m.group("key"))
+            field = _field_for(m.group("key"), finish)
             if field is not None:
                 return field, ""
     return None
@@ -167,7 +209,9 @@ class _Block:
         return "tool_name" in self.parts
 
 
-def _text_blocks(text: str, skip_spans: list[tuple[int, int]]) -> list[_Block]:
+def _text_blocks(
+    text: str, skip_spans: list[tuple[int, int]], finish: bool = False
+) -> list[_Block]:
     """Split line-form output into blocks; a repeated key after a Tool Name starts a new block.
 
     Inside a block that has no Tool Name yet, a repeated key replaces the earlier value. Lines
@@ -195,7 +239,7 @@ def _text_blocks(text: str, skip_spans: list[tuple[int, int]]) -> list[_Block]:
                 field = None  # the fence that wrapped the block closes it
             in_fence = not in_fence
             continue
-        matched = _match_key_line(line)
+        matched = _match_key_line(line, finish)
         if matched is None:
             if field is not None and current is not None:
                 current.parts[field].append(line)
@@ -218,15 +262,21 @@ _INLINE_KEY = re.compile(
     r"(?<![A-Za-z])(justification|context|sub[ _\-]?goal|tool[ _\-]?name)[*_ \t]{0,4}[:\uff1a]",
     re.IGNORECASE,
 )
+_INLINE_KEY_FINISH = re.compile(
+    r"(?<![A-Za-z])(justification|context|sub[ _\-]?goal|tool[ _\-]?name|final[ _\-]?answer)"
+    r"[*_ \t]{0,4}[:\uff1a]",
+    re.IGNORECASE,
+)
 
 
-def _inline_block(text: str) -> dict[str, str] | None:
+def _inline_block(text: str, finish: bool = False) -> dict[str, str] | None:
     """The last value of each key found anywhere in the text (looking at the last 64 keys)."""
-    matches = list(_INLINE_KEY.finditer(text))[-64:]
+    pattern = _INLINE_KEY_FINISH if finish else _INLINE_KEY
+    matches = list(pattern.finditer(text))[-64:]
     values: dict[str, str] = {}
     end = len(text)
     for m in reversed(matches):
-        field = _field_for(m.group(1))
+        field = _field_for(m.group(1), finish)
         if field is not None and field not in values:
             values[field] = text[m.end() : end].strip(" \t\r\n*_")
         end = m.start()
@@ -244,14 +294,14 @@ _JSON_KEYS_TRIED = 8
 _JSON_OPENERS_TRIED = 6
 
 
-def _find_action_dict(obj: object, depth: int = 0) -> dict[str, str] | None:
+def _find_action_dict(obj: object, depth: int = 0, finish: bool = False) -> dict[str, str] | None:
     """The last dict (depth first) with a tool-name key, its keys mapped to field names."""
     if depth > 8:
         return None
     if isinstance(obj, dict):
         values: dict[str, str] = {}
         for key, value in obj.items():
-            field = _field_for(str(key))
+            field = _field_for(str(key), finish)
             if field is not None and value is not None and not isinstance(value, (dict, list)):
                 values[field] = str(value).strip()
         if "tool_name" in values:
@@ -263,11 +313,11 @@ def _find_action_dict(obj: object, depth: int = 0) -> dict[str, str] | None:
         return None
     found = None
     for child in children:
-        found = _find_action_dict(child, depth + 1) or found
+        found = _find_action_dict(child, depth + 1, finish) or found
     return found
 
 
-def _last_json_action(text: str) -> tuple[int, int, dict[str, str]] | None:
+def _last_json_action(text: str, finish: bool = False) -> tuple[int, int, dict[str, str]] | None:
     """``(start, end, fields)`` of the last JSON object holding a tool-name key, if any."""
     key_positions = [m.start() for m in _JSON_TOOL_KEY.finditer(text)][-_JSON_KEYS_TRIED:]
     for key_pos in reversed(key_positions):
@@ -284,7 +334,7 @@ def _last_json_action(text: str) -> tuple[int, int, dict[str, str]] | None:
                 continue
             if end <= key_pos:
                 continue
-            values = _find_action_dict(obj)
+            values = _find_action_dict(obj, finish=finish)
             if values is not None:
                 return opener, end, values
     return None
@@ -293,31 +343,34 @@ def _last_json_action(text: str) -> tuple[int, int, dict[str, str]] | None:
 # --- public parser -------------------------------------------------------------------------
 
 
-def parse_planner_action(text: str) -> PlannerAction:
+def parse_planner_action(text: str, *, finish: bool = False) -> PlannerAction:
     """Read the planner's action; the last complete block (one with a Tool Name) wins.
 
+    ``finish``: the planner may finish (``termination`` "planner" or "both"), so ``Final
+    Answer`` is a field (``PlannerAction.final_answer``) and the error messages show the finish
+    action too. Without it the parse is exactly that of a workflow with no finish action.
     Raises ``ActionParseError`` with a message meant for the planner when there is none.
     """
+    expected = _EXPECTED_FORMAT + ("\n" + _EXPECTED_FINISH_FORMAT if finish else "")
     if not text or not text.strip():
         raise ActionParseError(
-            "The planner output is empty. Reply with exactly these four fields:\n"
-            + _EXPECTED_FORMAT
+            "The planner output is empty. Reply with exactly these four fields:\n" + expected
         )
     candidates: list[tuple[int, dict[str, str]]] = []
     action_spans: list[tuple[int, int]] = []
-    json_action = _last_json_action(text)
+    json_action = _last_json_action(text, finish)
     if json_action is not None:
         start, end, json_values = json_action
         candidates.append((start, json_values))
         action_spans.append((start, end))
 
-    blocks = _text_blocks(text, action_spans)
+    blocks = _text_blocks(text, action_spans, finish)
     last_complete = next((b for b in reversed(blocks) if b.complete()), None)
     if last_complete is not None:
         candidates.append((last_complete.start, _block_values(last_complete)))
 
     if not candidates:
-        inline = _inline_block(text)
+        inline = _inline_block(text, finish)
         if inline is not None:
             candidates.append((0, inline))
     if not candidates:
@@ -326,20 +379,21 @@ def parse_planner_action(text: str) -> PlannerAction:
         detail = f" (found {found}, but no Tool Name)" if found else ""
         raise ActionParseError(
             f"Could not find a 'Tool Name:' line in the planner output{detail}. "
-            "Reply with exactly these four fields:\n" + _EXPECTED_FORMAT
+            "Reply with exactly these four fields:\n" + expected
         )
     values = max(candidates, key=lambda item: item[0])[1]
     tool_name = _clean_tool_name(values.get("tool_name", ""))
     if not tool_name:
         raise ActionParseError(
             "The 'Tool Name:' field is empty. Name one of the available tools, in this format:\n"
-            + _EXPECTED_FORMAT
+            + expected
         )
     return PlannerAction(
         justification=values.get("justification", ""),
         context=values.get("context", ""),
         sub_goal=values.get("sub_goal", ""),
         tool_name=tool_name,
+        final_answer=values.get("final_answer"),
     )
 
 

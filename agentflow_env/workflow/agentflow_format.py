@@ -10,6 +10,10 @@ headers and their order, the field names and the renderings of the tool list, th
 tool.execute(...)`` demo commands) and the memory dict (full results, no verifier output, no open
 questions, no step counter). The sentences of the task, instructions and rules are this
 project's own wording of the same requests; tool descriptions are the tools' own cards.
+
+AgentFlow has no finish action: where the planner may finish (``termination`` "planner" or
+"both"), one rule of this project's wording (``FINISH_RULE``) is added after AgentFlow's rules,
+and nothing else changes.
 """
 
 from __future__ import annotations
@@ -21,10 +25,12 @@ from typing import Any
 
 from agentflow_env.tools.base import Tool
 from agentflow_env.tools.registry import ToolSet
+from agentflow_env.workflow.actions import FINISH_TOOL_NAME
 from agentflow_env.workflow.memory import Memory, MemoryEntry, QueryAnalysis
 
 __all__ = [
     "AGENTFLOW_SYSTEM",
+    "FINISH_RULE",
     "NO_TOOL_COMMAND",
     "NO_TOOL_RESULT",
     "agentflow_planner_messages",
@@ -79,13 +85,20 @@ Rules:
 nothing after them.
 """
 
+FINISH_RULE = (
+    "- Once the previous steps answer the query, end the task instead of choosing a tool: reply "
+    "with the Justification, then a **Final Answer:** section holding the answer, then "
+    f"**Tool Name:** {FINISH_TOOL_NAME}, and add nothing after them.\n"
+)
+"""The rule that describes the finish action (this project's own; AgentFlow has none)."""
+
 
 def agentflow_planner_messages(
-    memory: Memory, tools: ToolSet, *, show_sub_questions: bool = False
+    memory: Memory, tools: ToolSet, *, show_sub_questions: bool = False, finish: bool = False
 ) -> list[dict[str, str]]:
     """The planner's prompt as AgentFlow sends it: one user message under the plain system
     prompt. ``show_sub_questions`` adds the analysis's sub-questions (a hint AgentFlow never
-    gives; off unless asked for)."""
+    gives; off unless asked for); ``finish`` adds the rule describing the finish action."""
     user = PLANNER_TEMPLATE.format(
         query=memory.query,
         analysis=analysis_text(memory.analysis, show_sub_questions=show_sub_questions),
@@ -93,6 +106,8 @@ def agentflow_planner_messages(
         metadata=toolbox_metadata(tools),
         steps=memory_actions(memory),
     )
+    if finish:
+        user += FINISH_RULE
     return [{"role": "system", "content": AGENTFLOW_SYSTEM}, {"role": "user", "content": user}]
 
 

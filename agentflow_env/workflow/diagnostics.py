@@ -189,22 +189,29 @@ def diagnose_episode(
     ``invalid_calls`` is the session's count (malformed actions, unknown tools, arguments the
     tool's schema rejects); without it, the INVALID turns are counted. ``evidence_answers`` says
     whether the evidence in memory answers the question at the end (the task's evidence reader),
-    ``None`` when nothing can tell; it decides whether a verifier STOP was premature.
+    ``None`` when nothing can tell; it decides whether the stop that ended the episode (the
+    verifier's STOP or the planner's finish) was premature.
+
+    An episode ended by the planner's finish (``end_reason="planner_stop"``) has that finish as
+    its last entry: a turn, but no tool choice, so it is left out of tool-selection scoring.
     """
     turns = len(entries)
-    expected = expected_tools(plan, entries)
-    scored = [(e, tool) for e, tool in zip(entries, expected, strict=True) if tool is not None]
+    verifier_stop = end_reason == "verifier_stop"
+    planner_stop = end_reason == "planner_stop"
+    chosen = entries[:-1] if planner_stop else entries  # the finish chose no tool
+    expected = expected_tools(plan, chosen)
+    scored = [(e, tool) for e, tool in zip(chosen, expected, strict=True) if tool is not None]
     right = sum(chose_tool(e, tool) for e, tool in scored)
     calls = [e for e in entries if e.selected_tool is not None]
     redundant = sum(is_redundant(e, entries[:i]) for i, e in enumerate(entries))
     failures, recovered = recovered_failures(entries, plan)
     if invalid_calls is None:
         invalid_calls = sum(e.verification_status == VerificationStatus.INVALID for e in entries)
-    verifier_stop = end_reason == "verifier_stop"
+    stopped = verifier_stop or planner_stop
     premature: bool | None = None
-    if verifier_stop and evidence_answers is not None:
+    if stopped and evidence_answers is not None:
         premature = not evidence_answers
-    elif not verifier_stop:
+    elif not stopped:
         premature = False
     chain_done = gold_steps_done(plan, entries) == len(plan) if plan else None
     return {
@@ -224,6 +231,7 @@ def diagnose_episode(
         "recovered": recovered,
         "recovery_rate": _ratio(recovered, failures),
         "verifier_stop": verifier_stop,
+        "planner_stop": planner_stop,
         "premature_stop": premature,
         "gold_chain_complete": chain_done,
         "redundant_calls": redundant,

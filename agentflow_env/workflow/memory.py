@@ -122,7 +122,8 @@ _ENTRY_FIELDS = fields(MemoryEntry)
 
 @dataclass(frozen=True)
 class Event:
-    """One line of the append-only log."""
+    """One line of the append-only log. Never changed once logged (its payload included):
+    forked memories share their events."""
 
     kind: str
     turn: int
@@ -164,6 +165,18 @@ class Memory:
         copy = Memory(self.query, self.tools)
         copy.analysis = self.analysis
         copy._entries = [*self._entries, entry]
+        copy._events = list(self._events)
+        return copy
+
+    def fork(self) -> Memory:
+        """An independent copy for a forked episode: writing to either leaves the other as it is.
+
+        Only the two lists are new (shallow copies); the entries and events in them are shared,
+        since both are frozen and nothing mutates a payload or an entry's arguments in place.
+        """
+        copy = Memory(self.query, self.tools)
+        copy.analysis = self.analysis
+        copy._entries = list(self._entries)
         copy._events = list(self._events)
         return copy
 

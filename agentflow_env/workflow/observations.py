@@ -132,6 +132,9 @@ class PromptView:
     show_sub_questions: bool = True
     final_text: str | None = None
     """The generalist's text once the episode is over; ``None`` while it runs."""
+    termination: str = "verifier"
+    """Who may end the episode (``SessionConfig.termination``): the prompt describes the
+    planner's finish action where it may finish."""
 
     @property
     def next_turn(self) -> int:
@@ -147,6 +150,7 @@ class PromptView:
             self.max_turns,
             style=self.style,
             show_sub_questions=self.show_sub_questions,
+            termination=self.termination,
         )
 
 

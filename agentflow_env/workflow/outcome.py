@@ -5,7 +5,29 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import Any, Literal, get_args
+
+Termination = Literal["verifier", "planner", "both"]
+"""Who may end an episode before its limits: the verifier's STOP (``"verifier"``, AgentFlow's
+way), the planner's finish action (``"planner"``: the verifier's verdict is shown, not binding),
+or either (``"both"``)."""
+TERMINATIONS: tuple[str, ...] = get_args(Termination)
+
+
+def check_termination(termination: str) -> None:
+    """Raise ``ValueError`` unless ``termination`` is one of ``TERMINATIONS``."""
+    if termination not in TERMINATIONS:
+        raise ValueError(f"termination must be one of {list(TERMINATIONS)}, got {termination!r}")
+
+
+def planner_may_finish(termination: str) -> bool:
+    """Whether the planner's finish action ends the episode (else it names an unknown tool)."""
+    return termination in ("planner", "both")
+
+
+def verifier_may_stop(termination: str) -> bool:
+    """Whether the verifier's STOP ends the episode (else it is only shown to the planner)."""
+    return termination in ("verifier", "both")
 
 
 class EndReason(str, Enum):
@@ -16,7 +38,10 @@ class EndReason(str, Enum):
     """
 
     VERIFIER_STOP = "verifier_stop"
-    """The verifier said STOP (the episode terminates; every other reason truncates it)."""
+    """The verifier said STOP (the episode terminates; so does a planner stop; every other
+    reason truncates it)."""
+    PLANNER_STOP = "planner_stop"
+    """The planner's finish action ended the episode (``termination="planner"`` or ``"both"``)."""
     MAX_TURNS = "max_turns"
     """The planner used its last turn."""
     MODULE_ERROR = "module_error"
@@ -34,7 +59,7 @@ class EndReason(str, Enum):
     @property
     def truncates(self) -> bool:
         """Whether an episode ending this way is truncated (rather than terminated)."""
-        return self is not EndReason.VERIFIER_STOP
+        return self not in (EndReason.VERIFIER_STOP, EndReason.PLANNER_STOP)
 
 
 @dataclass

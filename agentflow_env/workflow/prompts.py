@@ -7,8 +7,10 @@ import dataclasses
 from agentflow_env.base.tokens import ChatTokenizer
 from agentflow_env.base.untrusted import shorten
 from agentflow_env.tools.registry import ToolSet
+from agentflow_env.workflow.actions import FINISH_TOOL_NAME
 from agentflow_env.workflow.agentflow_format import agentflow_planner_messages
 from agentflow_env.workflow.memory import Memory
+from agentflow_env.workflow.outcome import planner_may_finish, verifier_may_stop
 
 Message = dict[str, str]
 MAX_FEEDBACK_FIELD_CHARS = 2000
@@ -32,6 +34,33 @@ Context: <query or expression>
 Sub-Goal: <goal>
 Tool Name: <tool>"""
 
+FINISH_FULL = f"""
+
+When the memory holds the evidence that answers the query, end the episode with your answer \
+instead of a tool call:
+Justification: <why the evidence is enough>
+Final Answer: <the answer, as short as possible>
+Tool Name: {FINISH_TOOL_NAME}"""
+FINISH_ADVISORY = """
+The verifier's verdict on each step (Verification: STOP or CONTINUE) is advice: the episode \
+goes on until you finish or the steps run out."""
+FINISH_OR_VERIFIER = """
+The episode also ends when the verifier says STOP; a final writer then answers."""
+FINISH_COMPACT = f"""
+To finish with an answer, reply as:
+Final Answer: <answer>
+Tool Name: {FINISH_TOOL_NAME}"""
+
+
+def finish_instructions(termination: str, style: str = "full") -> str:
+    """What the system prompt adds about the finish action (nothing when the planner may not
+    finish: then the prompt is exactly that of a workflow without one)."""
+    if not planner_may_finish(termination):
+        return ""
+    if style == "compact":
+        return FINISH_COMPACT
+    return FINISH_FULL + (FINISH_OR_VERIFIER if verifier_may_stop(termination) else FINISH_ADVISORY)
+
 
 def planner_messages(
     memory: Memory,
@@ -41,17 +70,25 @@ def planner_messages(
     *,
     style: str = "full",
     show_sub_questions: bool = True,
+    termination: str = "verifier",
 ) -> list[Message]:
     """Messages for the planner's next turn (``turn`` counts from 1).
 
     ``style``: ``"full"`` (this project's prompt), ``"compact"`` or ``"agentflow"`` (AgentFlow's
     own format, ``agentflow_format``). ``show_sub_questions``: the analysis's sub-questions and
     the verifier's open questions appear in the prompt (a hint AgentFlow never gives).
+    ``termination``: with ``"planner"`` or ``"both"`` the prompt describes the finish action.
     """
     if style == "agentflow":
-        return agentflow_planner_messages(memory, tools, show_sub_questions=show_sub_questions)
+        return agentflow_planner_messages(
+            memory,
+            tools,
+            show_sub_questions=show_sub_questions,
+            finish=planner_may_finish(termination),
+        )
     template = COMPACT_SYSTEM if style == "compact" else PLANNER_SYSTEM
     system = template.format(tool_cards=tools.cards_text(), tool_names=", ".join(tools.names))
+    system += finish_instructions(termination, style)
     return [
         {"role": "system", "content": system},
         {

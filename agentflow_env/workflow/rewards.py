@@ -6,20 +6,32 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from agentflow_env.tasks.scoring import exact_match, extract_tagged_answer, f1_score
+from agentflow_env.workflow.shaping import REWARD_SHAPINGS
 
 SCORERS = {"exact_match": exact_match, "f1": f1_score}
 
 
 @dataclass(frozen=True)
 class RewardConfig:
-    """``reward`` names the answer score; the lambdas weigh costs subtracted from it."""
+    """``reward`` names the answer score; the lambdas weigh costs subtracted from it.
+
+    ``shaping="progress"`` adds per-turn potential-based rewards ``shaping_weight * (Phi(s') -
+    Phi(s))`` (``agentflow_env.workflow.shaping``) to the step rewards; the terminal reward
+    (the outcome's ``reward``) is the same with or without them.
+    """
 
     reward: str = "exact_match"
     lambda_calls: float = 0.0
     lambda_tokens: float = 0.0
     lambda_errors: float = 0.0
+    shaping: str = "none"
+    shaping_weight: float = 1.0
 
     def __post_init__(self) -> None:
+        if self.shaping not in REWARD_SHAPINGS:
+            raise ValueError(
+                f"unknown reward shaping {self.shaping!r}; choose one of {list(REWARD_SHAPINGS)}"
+            )
         if self.reward not in (*SCORERS, "llm_judge"):
             raise ValueError(
                 f"unknown reward {self.reward!r}; choose one of {[*sorted(SCORERS), 'llm_judge']}"

@@ -22,7 +22,13 @@ from agentflow_env.tools.base import ToolContext, ToolResult
 from agentflow_env.tools.registry import ToolSet
 from agentflow_env.tools.runner import run_tool
 from agentflow_env.workflow.action_input import ActionInput, read_action
-from agentflow_env.workflow.actions import ActionParseError, PlannerAction, parse_planner_action
+from agentflow_env.workflow.actions import (
+    FINISH_TOOL_NAME,
+    ActionParseError,
+    PlannerAction,
+    is_finish,
+    parse_planner_action,
+)
 from agentflow_env.workflow.diagnostics import (
     chose_tool,
     diagnose_episode,
@@ -39,7 +45,15 @@ from agentflow_env.workflow.observations import (
     check_observation_mode,
     make_observations,
 )
-from agentflow_env.workflow.outcome import EndReason, EpisodeMetrics, EpisodeOutcome
+from agentflow_env.workflow.outcome import (
+    EndReason,
+    EpisodeMetrics,
+    EpisodeOutcome,
+    Termination,
+    check_termination,
+    planner_may_finish,
+    verifier_may_stop,
+)
 from agentflow_env.workflow.prompts import Message
 from agentflow_env.workflow.rewards import (
     RewardConfig,
@@ -47,6 +61,7 @@ from agentflow_env.workflow.rewards import (
     scored_answer,
     terminal_reward,
 )
+from agentflow_env.workflow.shaping import progress_potential
 from agentflow_env.workflow.trajectory import Trajectory, TurnRecord
 from agentflow_env.workflow.turn_log import EpisodeLogger, TurnLog
 
@@ -102,6 +117,11 @@ class SessionConfig:
     prompt (with rule modules they come from the task: a hint AgentFlow never gives)."""
     verify_invalid_turns: bool = False
     """The verifier also judges a turn whose action named no usable tool (AgentFlow does)."""
+    termination: Termination = "verifier"
+    """Who ends the episode before its limits: the verifier's STOP (``"verifier"``), the
+    planner's finish action (``"planner"``; the verdict is still shown) or either (``"both"``).
+    A finish is recorded as a turn with no tool and the status STOP, ``end_reason
+    "planner_stop"``; where the planner may not finish, it names an unknown tool."""
     time_limit_s: float | None = None
     """Wall-clock seconds an episode may run from its start; the turn that ends past it ends the
     episode (``end_reason="time_limit"``), as AgentFlow's evaluation limit does."""
@@ -119,6 +139,7 @@ class SessionConfig:
         if self.time_limit_s is not None and not self.time_limit_s > 0:
             raise ValueError(f"time_limit_s must be positive or None, got {self.time_limit_s}")
         check_observation_mode(self.observation_mode)
+        check_termination(self.termination)
         for name in ("max_action_tokens", "max_prompt_tokens", "max_total_tokens"):
             value = getattr(self, name)
             if value is not None and value < 1:
@@ -145,6 +166,8 @@ class Session:
     names). Read the episode through ``done``, ``observation``, ``outcome`` (``None`` until the
     end), ``metrics``, ``turn``, ``turn_records`` and ``trajectory()``. With ``log``, every turn is
     appended to that trajectory log as it happens (``log_context`` goes into its first line).
+    ``fork()`` copies the episode at the current turn, cheaply, so that several continuations
+    can branch from one state (Monte Carlo values, tree rollouts).
     """
 
     def __init__(
@@ -173,6 +196,15 @@ class Session:
             self.config.observation_mode, self.prompt_encoder
         )
         self.memory = Memory(task.question, tools)
+        self._may_finish = planner_may_finish(self.config.termination)
+        clash = tools.get(FINISH_TOOL_NAME) if self._may_finish else None
+        if clash is not None:
+            raise ValueError(
+                f"the tool {clash.name!r} takes the name of the planner's finish action "
+                f"({FINISH_TOOL_NAME}): rename it, or use termination='verifier'"
+            )
+        self._finish_action: PlannerAction | None = None
+        """The planner's finish action, once it gave one (the episode's last turn)."""
         self.tool_context = ToolContext(corpus=task.corpus, seed=seed)
         self._metrics = EpisodeMetrics()
         self._done = False
@@ -186,6 +218,8 @@ class Session:
         self.logger = EpisodeLogger(log, log_context)
         self._turn_latency: dict[str, float] = {}
         self._started_at = time.monotonic()
+        self._potential = 0.0
+        """Phi of the current state (``reward_shaping="progress"``; 0 without shaping)."""
 
     # -- the episode so far ------------------------------------------------------------------
     @property
@@ -241,6 +275,7 @@ class Session:
                 tools=tuple(self.tools.names),
             )
         self.memory.set_analysis(analysis)
+        self._potential = self._progress()
         self._observation = self._initial_observation = self.observations.first(self._view())
         self._log_start()
         return self._observation, self._info()
@@ -274,9 +309,10 @@ class Session:
         )
         entry = await self._run_turn(turn, read.text, read.error)
         self.memory.add_entry(entry)
+        shaping = self._shaping()
 
-        terminated = entry.verification_status == VerificationStatus.STOP
-        end_reason = EndReason.VERIFIER_STOP if terminated else None
+        end_reason = self._stop_reason(entry)
+        terminated = end_reason is not None
         if not terminated and self._module_errors:
             end_reason = EndReason.MODULE_ERROR
         elif not terminated and turn >= self.config.max_turns:
@@ -286,9 +322,9 @@ class Session:
         if end_reason is None:
             self._observation, feedback = self._next_observation(prompt, read)
             end_reason = self._budget_exceeded(self._observation)
-        reward = 0.0
+        reward = shaping
         if end_reason is not None:
-            reward = await self._finish(end_reason)
+            reward += await self._finish(end_reason)
             self._observation, feedback = self._next_observation(prompt, read)
         self._turn_records.append(
             TurnRecord(
@@ -301,6 +337,8 @@ class Session:
                 feedback_ids=tuple(feedback.token_ids),
                 feedback_text=feedback.text,
                 action_cut=read.cut,
+                reward=reward,
+                shaping=shaping,
             )
         )
         truncated = end_reason is not None and end_reason.truncates
@@ -308,6 +346,8 @@ class Session:
         if self._outcome is not None:
             self.logger.end(**self._outcome.as_info(), turns=turn)
         info = self._info(read, feedback)
+        if self.config.reward.shaping != "none":
+            info.update(shaping=shaping, potential=self._potential)
         return StepOutcome(self._observation, reward, terminated, truncated, info, feedback)
 
     def trajectory(self) -> Trajectory:
@@ -322,16 +362,58 @@ class Session:
             metrics=self._metrics.as_dict(),
         )
 
+    # -- forks -------------------------------------------------------------------------------
+    def fork(self, *, log: bool = False) -> Session:
+        """An independent copy of the episode at the current turn, to branch continuations from.
+
+        Stepping the fork never changes this session, nor the reverse, and a fork given the same
+        actions continues exactly as this session does: the same token ids, rewards, memory and
+        outcome (LLM modules' replies are as repeatable as their endpoint). A fork of a finished
+        episode is finished too. It keeps this episode's seed and clock (``time_limit_s`` counts
+        from the original start).
+
+        Shared, never copied: the task (its corpus and world), tools, modules (LLM modules'
+        endpoint clients included), tokenizer, prompt encoder, observation strategy and config;
+        and the history: turn records, memory entries, events, observations (a grown flat
+        prompt's ids) and the outcome are never changed in place once made, so the fork holds
+        the same objects. Forking allocates a few small objects and one pointer per turn and
+        event, never a copy of tokens or text.
+
+        How: every attribute is copied shallowly, and every list, dict and set attribute gets a
+        shallow copy of its own (so one added later is independent too). Then these are
+        replaced: ``memory`` (``Memory.fork``: its own entry and event lists), ``_metrics`` (the
+        running counts, changed in place by ``step``), ``tool_context`` (a copy that keeps its
+        ``episode_key``, so tools' per-episode draws, e.g. a variant's ``failure_rate``, repeat)
+        and ``logger``: a fork writes to the trajectory log only with ``log=True``, under its
+        own episode id with ``fork_of`` on every line (``EpisodeLogger.fork``; a finished
+        episode's fork writes nothing). An attribute holding any other mutable object must be
+        replaced here too.
+        """
+        if self._observation is None:
+            raise RuntimeError("call start() before fork()")
+        child = object.__new__(type(self))
+        for name, value in vars(self).items():
+            setattr(child, name, type(value)(value) if type(value) in (list, dict, set) else value)
+        child.memory = self.memory.fork()
+        child._metrics = dataclasses.replace(self._metrics)
+        child.tool_context = dataclasses.replace(self.tool_context)
+        child.logger = self.logger.fork(log=log and not self._done, turn=self.turn)
+        if child.logger.log is not None:
+            child._log_start()
+        return child
+
     # -- one turn ----------------------------------------------------------------------------
     async def _run_turn(self, turn: int, action_text: str, decode_error: str | None) -> MemoryEntry:
         if decode_error is not None:
             return self._invalid_entry(turn, None, decode_error)
         try:
-            action = parse_planner_action(action_text)
+            action = parse_planner_action(action_text, finish=self._may_finish)
         except ActionParseError as exc:
             return await self._verified_invalid(
                 self._invalid_entry(turn, None, f"malformed action: {exc}")
             )
+        if self._may_finish and is_finish(action):
+            return self._finish_entry(turn, action)
         tool = self.tools.get(action.tool_name)
         if tool is None:
             known = ", ".join(self.tools.names)
@@ -498,6 +580,59 @@ class Session:
             errors=entry.errors + errors,
         )
 
+    def _progress(self) -> float:
+        """Phi of the current state, or 0 without shaping (a potential that raises is 0: the
+        potential reads task data, never the planner's input, but must not crash a turn)."""
+        if self.config.reward.shaping == "none":
+            return 0.0
+        try:
+            return progress_potential(self.task, self.memory)
+        except Exception as exc:
+            self.memory.log("shaping_error", self.turn, error=repr(exc))
+            return 0.0
+
+    def _shaping(self) -> float:
+        """This turn's shaping reward ``w * (Phi(s') - Phi(s))``; moves the potential on."""
+        before, self._potential = self._potential, self._progress()
+        return self.config.reward.shaping_weight * (self._potential - before)
+
+    def _finish_entry(self, turn: int, action: PlannerAction) -> MemoryEntry:
+        """The planner's finish: a turn with no tool whose status is STOP (the planner's own;
+        no verifier ran), with the answer in the event log (``planner_finish``)."""
+        self._finish_action = action
+        self.memory.log("planner_finish", turn, answer=action.final_answer)
+        return MemoryEntry(
+            turn=turn,
+            justification=action.justification,
+            context=action.context,
+            sub_goal=action.sub_goal,
+            selected_tool=None,
+            tool_arguments={},
+            tool_result="",
+            tool_ok=False,
+            verification_status=VerificationStatus.STOP,
+            open_questions=self.memory.open_questions(),
+        )
+
+    def _stop_reason(self, entry: MemoryEntry) -> EndReason | None:
+        """The stop that ends the episode on this turn, if any (``config.termination``)."""
+        if self._finish_action is not None:
+            return EndReason.PLANNER_STOP
+        stop = entry.verification_status == VerificationStatus.STOP
+        if stop and verifier_may_stop(self.config.termination):
+            return EndReason.VERIFIER_STOP
+        return None
+
+    def _planner_answer(self, end_reason: EndReason) -> FinalAnswer | None:
+        """The final answer the planner's finish gave, or None (then the generalist writes one)."""
+        action = self._finish_action
+        if end_reason is not EndReason.PLANNER_STOP or action is None:
+            return None
+        answer = (action.final_answer or "").strip()
+        if not answer:
+            return None
+        return FinalAnswer(answer, f"The planner's answer: {answer}", extra={"source": "planner"})
+
     def _past_time_limit(self) -> bool:
         limit = self.config.time_limit_s
         return limit is not None and time.monotonic() - self._started_at > limit
@@ -514,7 +649,8 @@ class Session:
     async def _finish(self, end_reason: EndReason) -> float:
         self._done = True
         try:
-            final = _expect(
+            # The planner's own answer when its finish gave one; else the generalist writes it.
+            final = self._planner_answer(end_reason) or _expect(
                 await self._timed(
                     "generalist", self.turn, self.modules.generalist.answer(self.task, self.memory)
                 ),
@@ -666,7 +802,8 @@ class Session:
         if self.logger.log is None:
             return
         entries = self.memory.entries
-        expected = expected_tools(self.task.gold_plan, entries)[-1]
+        finished = self._finish_action is not None  # a finish is no tool choice to judge
+        expected = None if finished else expected_tools(self.task.gold_plan, entries)[-1]
         self.logger.turn(
             entry,
             read,
@@ -690,6 +827,7 @@ class Session:
             style=self.config.prompt_style,
             show_sub_questions=self.config.show_sub_questions,
             final_text=self._outcome.final_text if self._outcome else None,
+            termination=self.config.termination,
         )
 
     def _next_observation(

@@ -33,6 +33,11 @@ class TurnRecord:
     feedback_ids: tuple[int, ...] = ()
     feedback_text: str = ""
     action_cut: bool = False
+    reward: float = 0.0
+    """The reward ``step`` returned for this turn: its shaping reward, plus the terminal reward
+    on the last turn."""
+    shaping: float = 0.0
+    """This turn's shaping reward (``reward_shaping="progress"``; 0 without shaping)."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -45,6 +50,8 @@ class TurnRecord:
             "feedback_ids": list(self.feedback_ids),
             "feedback_text": self.feedback_text,
             "action_cut": self.action_cut,
+            "reward": self.reward,
+            "shaping": self.shaping,
         }
 
 
@@ -57,6 +64,11 @@ class TurnSample:
     loss_mask: list[int]
     turn: int
     logprobs: list[float] | None = None
+    reward: float = 0.0
+    """The turn's step reward (its shaping reward, plus the terminal reward on the last turn)."""
+    shaping: float = 0.0
+    advantage: float | None = None
+    """The turn's advantage, once a group's are computed (``with_advantages``)."""
 
 
 @dataclass(frozen=True)
@@ -100,6 +112,8 @@ class Trajectory:
                 loss_mask=[1] * len(t.action_ids),
                 turn=t.turn,
                 logprobs=None if t.logprobs is None else list(t.logprobs),
+                reward=t.reward,
+                shaping=t.shaping,
             )
             for t in self.turns
         ]

@@ -188,12 +188,38 @@ class EpisodeLogger:
     on: losing the log must not crash a training run.
     """
 
-    def __init__(self, log: TurnLog | None, context: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        log: TurnLog | None,
+        context: Mapping[str, Any] | None = None,
+        *,
+        line_fields: Mapping[str, Any] | None = None,
+    ) -> None:
         self.log = log
         self.context = dict(context or {})
+        self.line_fields = dict(line_fields or {})
+        """Fields every line carries (a forked episode's ``fork_of``)."""
         self.episode_id = new_episode_id()
         self.error: OSError | None = None
         """The first failed write, if any."""
+
+    def fork(self, *, log: bool, turn: int) -> EpisodeLogger:
+        """The logger of an episode forked from this one after ``turn`` turns.
+
+        Without ``log`` it writes nothing. With it, it writes to the same file under its own
+        episode id; every line carries ``fork_of`` (this episode's id) and its ``episode_start``
+        line ``forked_at_turn``. Its turn lines are the fork's own turns only: the turns before
+        ``turn`` are the parent episode's lines.
+        """
+        if not log:
+            return EpisodeLogger(None)
+        if self.log is None:
+            raise ValueError("fork(log=True) needs a trajectory log, and this episode has none")
+        return EpisodeLogger(
+            self.log,
+            {**self.context, "forked_at_turn": turn},
+            line_fields={**self.line_fields, "fork_of": self.episode_id},
+        )
 
     def start(
         self,
@@ -272,7 +298,7 @@ class EpisodeLogger:
         if self.log is None:
             return
         try:
-            self.log.write(event, self.episode_id, **fields)
+            self.log.write(event, self.episode_id, **{**fields, **self.line_fields})
         except OSError as error:
             if self.error is None:
                 logger.warning("trajectory log %s: cannot write (%s)", self.log.path, error)

@@ -69,10 +69,19 @@ def build_model(tokenizer: Any, hidden: int, layers: int, heads: int) -> LlamaFo
 class Evaluator:
     """Greedy held-out success on fixed test-split episodes (the same ones every time)."""
 
-    def __init__(self, tokenizer: Any, episodes: int, batch: int = 250) -> None:
+    def __init__(
+        self,
+        tokenizer: Any,
+        episodes: int,
+        batch: int = 250,
+        env_kwargs: dict[str, Any] | None = None,
+        max_action_tokens: int = MAX_ACTION_TOKENS,
+    ) -> None:
         self.tokenizer = tokenizer
-        self.specs = [(EVAL_SEEDS + i, {**ENV_KWARGS, "split": "test"}) for i in range(episodes)]
+        kwargs = {**(ENV_KWARGS if env_kwargs is None else env_kwargs), "split": "test"}
+        self.specs = [(EVAL_SEEDS + i, kwargs) for i in range(episodes)]
         self.batch = batch
+        self.max_action_tokens = max_action_tokens
 
     def __call__(self, model: Any, episodes: int | None = None) -> dict[str, float]:
         specs = self.specs[: episodes or len(self.specs)]
@@ -85,7 +94,7 @@ class Evaluator:
                 specs[start : start + self.batch],
                 generate,
                 self.tokenizer,
-                max_action_tokens=MAX_ACTION_TOKENS,
+                max_action_tokens=self.max_action_tokens,
             )
         n = len(results)
         return {

@@ -32,11 +32,13 @@ from agentflow_env.retrieval.hybrid import RetrieverKind
 from agentflow_env.tasks.base import TaskSource
 from agentflow_env.tools.base import Tool
 from agentflow_env.workflow.frozen_modules import Modules
+from agentflow_env.workflow.outcome import Termination
 from agentflow_env.workflow.session import (
     DEFAULT_MAX_ACTION_TOKENS,
     DEFAULT_MAX_PROMPT_TOKENS,
     AnswerJudge,
 )
+from agentflow_env.workflow.shaping import RewardShaping
 
 _C = TypeVar("_C", bound="EnvConfig")
 
@@ -124,6 +126,16 @@ class EnvConfig(abc.ABC):
         section="reward",
         minimum=0,
     )
+    reward_shaping: RewardShaping = setting(
+        "none",
+        help="progress: add potential-based per-turn rewards w * (Phi(s') - Phi(s)), Phi = the "
+        "fraction of the task's gold steps done (else of its sub-questions resolved); the terminal "
+        "reward is unchanged",
+        section="reward",
+    )
+    shaping_weight: float = setting(
+        1.0, help="w, the weight of the shaping rewards", section="reward", minimum=0
+    )
     judge: AnswerJudge | None = setting(
         None,
         help="scores the answer when reward is llm_judge",
@@ -143,6 +155,13 @@ class EnvConfig(abc.ABC):
     verify_invalid_turns: bool = setting(
         False,
         help="the verifier also judges turns that named no usable tool (as AgentFlow's does)",
+        section="episode",
+    )
+    termination: Termination = setting(
+        "verifier",
+        help="who ends an episode before its limits: verifier (its STOP, AgentFlow's way), "
+        "planner (a 'Tool Name: Finish' action with a 'Final Answer:'; the verdict is shown, "
+        "not binding) or both",
         section="episode",
     )
     preset: Preset | None = setting(

@@ -15,7 +15,12 @@ from agentflow_env.envs.config.shared import EnvConfig, tools_setting
 from agentflow_env.retrieval.corpus import Corpus
 from agentflow_env.tasks.base import ListTaskSource, Task, TaskSource
 from agentflow_env.tasks.code import FACT_MATH, CodeTaskSource
-from agentflow_env.tasks.sources import check_hops, dataset_source, synthetic_source
+from agentflow_env.tasks.sources import (
+    check_distractors,
+    check_hops,
+    dataset_source,
+    synthetic_source,
+)
 from agentflow_env.tools.base import Tool
 
 
@@ -66,6 +71,14 @@ class SearchEnvConfig(EnvConfig):
     world_seed: int = setting(0, help=_WORLD_SEED_HELP, section="tasks")
     world_size: WorldSize | None = _world_size()
     fresh_world: bool = _fresh_world()
+    distractors: float = setting(
+        0.0,
+        help="near-miss density of the synthetic world, in [0, 1]: the fraction of people, "
+        "organisations and works that get a twin with a shared name part and close facts, "
+        "in a document of its own (0: none)",
+        section="tasks",
+        check=check_distractors,
+    )
     # -- tasks given in Python
     task_source: TaskSource | None = setting(
         None, help="tasks from this TaskSource instead of the synthetic world", section="tasks"
@@ -160,10 +173,19 @@ class SearchEnvConfig(EnvConfig):
             kinds=self.kinds,
             split=self.split,
             fresh_world=self.fresh_world,
+            distractors=self.distractors,
         )
 
 
-_WORLD_SETTINGS = ("hops", "kinds", "split", "world_seed", "world_size", "fresh_world")
+_WORLD_SETTINGS = (
+    "hops",
+    "kinds",
+    "split",
+    "world_seed",
+    "world_size",
+    "fresh_world",
+    "distractors",
+)
 """``SearchEnvConfig`` settings that shape the synthetic world, in the order messages name them."""
 
 

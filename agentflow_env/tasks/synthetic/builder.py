@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from agentflow_env.retrieval.corpus import Corpus, Document
 from agentflow_env.tasks.synthetic.documents import (
@@ -12,8 +13,9 @@ from agentflow_env.tasks.synthetic.documents import (
     render_text,
     template_vocabulary,
 )
-from agentflow_env.tasks.synthetic.entities import Entity, WorldConfig
+from agentflow_env.tasks.synthetic.entities import Draft, Entity, WorldConfig
 from agentflow_env.tasks.synthetic.names import NameFactory
+from agentflow_env.tasks.synthetic.near_misses import NearMissMaker
 from agentflow_env.tasks.synthetic.schema import (
     ALBUM,
     CITY,
@@ -35,26 +37,13 @@ from agentflow_env.tasks.synthetic.schema import (
 )
 
 
-@dataclass
-class _Record:
-    """An entity while it is being built (attributes hold target keys for entity relations)."""
-
-    type: str
-    name: str
-    attrs: dict[str, str | int] = field(default_factory=dict)
-    role: str = ""  # for people: the work type they create, or "other"
-    word: str | None = None  # for works: the made-up word in the title
-
-    def int(self, relation: str) -> int:
-        return int(self.attrs[relation])
-
-
 @dataclass(frozen=True)
 class BuiltWorld:
     config: WorldConfig
     entities: tuple[Entity, ...]
     confusables: dict[str, tuple[str, ...]]
     corpus: Corpus
+    near_misses: dict[str, str]
 
 
 class WorldBuilder:
@@ -66,7 +55,7 @@ class WorldBuilder:
         reserved = template_vocabulary() | {w.lower() for w in OCCUPATIONS}
         reserved |= {s.lower() for suffixes in ORG_KINDS.values() for s in suffixes}
         self.names = NameFactory(self.rng, reserved)
-        self.records: dict[str, _Record] = {}
+        self.records: dict[str, Draft] = {}
         self.confusables: dict[str, set[str]] = {}
         self.claimed_names: set[str] = set()  # names that already have a namesake
         self.shared_words: set[str] = set()  # title words already used by two works
@@ -81,12 +70,20 @@ class WorldBuilder:
         self.make_works(ALBUM, self.config.albums)
         entities = self.freeze()
         doc_rng = random.Random(self.rng.getrandbits(64))
-        corpus = Corpus.from_documents(self.render(e, doc_rng) for e in entities)
+        documents = [self.render(e, doc_rng) for e in entities]
+        twins: dict[str, str] = {}
+        if self.config.distractors > 0:  # drawn last, so the rest of the world stays the same
+            twins = self.add_near_misses()
+            twin_entities = self.freeze(tuple(twins))
+            twin_rng = random.Random(self.rng.getrandbits(64))
+            documents += [self.render(e, twin_rng) for e in twin_entities]
+            entities += twin_entities
+        corpus = Corpus.from_documents(documents)
         confusables = {k: tuple(sorted(v)) for k, v in sorted(self.confusables.items())}
-        return BuiltWorld(self.config, entities, confusables, corpus)
+        return BuiltWorld(self.config, entities, confusables, corpus, twins)
 
     # -- helpers -----------------------------------------------------------------------------
-    def add(self, key: str, record: _Record) -> _Record:
+    def add(self, key: str, record: Draft) -> Draft:
         self.records[key] = record
         return record
 
@@ -103,7 +100,7 @@ class WorldBuilder:
         countries = [f"country-{i:03d}" for i in range(cfg.countries)]
         for key in countries:
             year = rng.randint(1650, 1990)
-            self.add(key, _Record(COUNTRY, self.names.word(), {"independence_year": year}))
+            self.add(key, Draft(COUNTRY, self.names.word(), {"independence_year": year}))
         populations: set[int] = set()
         for i in range(cfg.cities):
             population = rng.randint(3_000, 4_000_000)
@@ -112,7 +109,7 @@ class WorldBuilder:
             populations.add(population)
             country = countries[i] if i < len(countries) else rng.choice(countries)
             attrs: dict[str, str | int] = {"country": country, "population": population}
-            self.add(f"city-{i:03d}", _Record(CITY, self.names.word(), attrs))
+            self.add(f"city-{i:03d}", Draft(CITY, self.names.word(), attrs))
         for key in countries:
             cities = [k for k in self.keys(CITY) if self.records[k].attrs["country"] == key]
             self.records[key].attrs["capital"] = rng.choice(cities)
@@ -132,7 +129,7 @@ class WorldBuilder:
             key = f"organisation-{i:03d}"
             attrs: dict[str, str | int] = {"org_kind": kind, "headquarters": rng.choice(cities)}
             name = f"{base} {rng.choice(ORG_KINDS[kind])}"
-            self.add(key, _Record(ORGANISATION, name, attrs))
+            self.add(key, Draft(ORGANISATION, name, attrs))
             if namesake_city:
                 self.confuse(key, namesake_city)
 
@@ -174,7 +171,7 @@ class WorldBuilder:
                 "birthplace": birthplace,
                 "employer": rng.choice(orgs),
             }
-            self.add(key, _Record(PERSON, f"{first} {surname}", attrs, role=role))
+            self.add(key, Draft(PERSON, f"{first} {surname}", attrs, role=role))
         people = self.keys(PERSON)
         for a in people:
             for b in people:
@@ -212,7 +209,7 @@ class WorldBuilder:
                 PRODUCER_RELATION[work_type]: producer,
                 WORK_YEAR_RELATION[work_type]: year,
             }
-            self.add(key, _Record(work_type, name, attrs, word=word))
+            self.add(key, Draft(work_type, name, attrs, word=word))
             if confusable:
                 self.confuse(key, confusable)
 
@@ -250,14 +247,29 @@ class WorldBuilder:
         word = self.names.word()
         return rng.choice(TITLE_PATTERNS).format(w=word, n=rng.choice(TITLE_NOUNS)), word, None
 
+    def add_near_misses(self) -> dict[str, str]:
+        """Twins for a ``distractors`` fraction of the entities (``near_misses.py``), from an rng
+        of their own: twin key -> original key."""
+        rng = random.Random(self.rng.getrandbits(64))
+        maker = NearMissMaker(self.records, self.names.using(rng), rng)
+        twins: dict[str, str] = {}
+        for original, twin in maker.draw(self.config.distractors):
+            key = f"{twin.type}-{len(self.keys(twin.type)):03d}"
+            self.add(key, twin)
+            self.confuse(key, original)
+            twins[key] = original
+        return twins
+
     # -- output ------------------------------------------------------------------------------
-    def freeze(self) -> tuple[Entity, ...]:
-        """Records to entities; a work whose name another entity has gets a ``(type)`` title."""
+    def freeze(self, keys: Sequence[str] | None = None) -> tuple[Entity, ...]:
+        """Records (all, or those of ``keys``) to entities; a work whose name another entity has
+        gets a ``(type)`` title."""
         counts: dict[str, int] = {}
         for record in self.records.values():
             counts[record.name] = counts.get(record.name, 0) + 1
         entities = []
-        for key, r in self.records.items():
+        for key in self.records if keys is None else keys:
+            r = self.records[key]
             shared = counts[r.name] > 1 and r.type in WORK_TYPES
             title = f"{r.name} ({r.type})" if shared else r.name
             entities.append(Entity(key, r.type, r.name, title, dict(r.attrs)))

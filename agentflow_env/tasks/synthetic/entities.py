@@ -31,6 +31,11 @@ class WorldConfig:
     paraphrases: int = 3
     """Templates per fact to choose from (1: always the canonical sentence)."""
     fillers: tuple[int, int] = (1, 3)
+    distractors: float = 0.0
+    """Near-miss density in [0, 1]: the fraction of people, organisations and works that get a
+    twin, an extra entity with its own document whose name shares a part with theirs and whose
+    facts are close but not the same (``near_misses.py``). 0 adds none: the world is exactly
+    the one without the setting."""
 
     @classmethod
     def small(cls) -> WorldConfig:
@@ -42,6 +47,22 @@ class WorldConfig:
             raise ValueError("need at least one country and one city per country")
         if self.organisations < len(PRODUCER_KIND) or self.people < len(WORK_TYPES):
             raise ValueError("need an organisation per producer kind and a creator per work type")
+        if not 0.0 <= self.distractors <= 1.0:
+            raise ValueError(f"distractors must be in [0, 1], got {self.distractors!r}")
+
+
+@dataclass
+class Draft:
+    """An entity while it is being built (attributes hold target keys for entity relations)."""
+
+    type: str
+    name: str
+    attrs: dict[str, str | int] = field(default_factory=dict)
+    role: str = ""  # for people: the work type they create, or "other"
+    word: str | None = None  # for works: the made-up word in the title
+
+    def int(self, relation: str) -> int:
+        return int(self.attrs[relation])
 
 
 @dataclass(frozen=True)

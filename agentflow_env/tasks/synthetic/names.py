@@ -25,6 +25,12 @@ class NameFactory:
         self._rng = rng
         self._used: set[str] = {w.lower() for w in reserved}
 
+    def using(self, rng: random.Random) -> NameFactory:
+        """A factory drawing from ``rng`` that shares this one's used words (both stay unique)."""
+        other = NameFactory(rng)
+        other._used = self._used
+        return other
+
     def word(self, min_syllables: int = 2, max_syllables: int = 3) -> str:
         """A fresh word never returned before by this factory (mostly short ones)."""
         while True:

@@ -19,7 +19,8 @@ __all__ = ["Entity", "World", "WorldConfig", "generate_world"]
 
 @dataclass(frozen=True, eq=False)
 class World:
-    """Entities with their facts, the confusable pairs, and the corpus that describes them."""
+    """Entities with their facts, the confusable pairs, the corpus that describes them, and
+    which entities are near-miss twins of others."""
 
     seed: int
     config: WorldConfig
@@ -27,6 +28,8 @@ class World:
     confusables: Mapping[str, tuple[str, ...]]
     """entity key -> keys of entities that share its name or a name token."""
     corpus: Corpus = field(repr=False)
+    near_misses: Mapping[str, str] = field(default_factory=dict, repr=False)
+    """twin key -> the key of the entity it imitates (``WorldConfig.distractors``)."""
     _by_key: dict[str, Entity] = field(init=False, repr=False)
     _by_type: dict[str, tuple[Entity, ...]] = field(init=False, repr=False)
     _doc_index: dict[str, int] = field(init=False, repr=False)
@@ -80,4 +83,6 @@ class World:
 def generate_world(seed: int, config: WorldConfig | None = None) -> World:
     """Build the world for ``seed``: same seed and config, same world, documents and ids."""
     built = WorldBuilder(seed, config or WorldConfig()).build()
-    return World(seed, built.config, built.entities, built.confusables, built.corpus)
+    return World(
+        seed, built.config, built.entities, built.confusables, built.corpus, built.near_misses
+    )
