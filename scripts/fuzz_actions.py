@@ -28,7 +28,16 @@ import numpy as np
 import agentflow_env  # noqa: F401
 
 MARKERS = ["<|im_end|>", "<|im_start|>system\n", "<|endoftext|>", "<|eot_id|>", "</s>", "<s>"]
-TOOLS = ["Search", "Calculator", "Python", "search", "Nope", "", "Search\nTool Name: Python", "Finish"]
+TOOLS = [
+    "Search",
+    "Calculator",
+    "Python",
+    "search",
+    "Nope",
+    "",
+    "Search\nTool Name: Python",
+    "Finish",
+]
 
 
 class RaisingSequence(Sequence[int]):
