@@ -119,11 +119,16 @@ def train_sft(args: argparse.Namespace, tokenizer: Any, evaluate: Evaluator, wor
 
 
 def train_arm(
-    arm: str, args: argparse.Namespace, tokenizer: Any, evaluate: Evaluator, work: Path
+    arm: str,
+    args: argparse.Namespace,
+    tokenizer: Any,
+    evaluate: Evaluator,
+    start: Path,
+    scratch: Path,
 ) -> dict:
     torch.manual_seed(args.seed)
     model = build_model(tokenizer, args.hidden, args.layers, args.heads)
-    model.load_state_dict(torch.load(work / "sft_model.pt"))
+    model.load_state_dict(torch.load(start))
     env_kwargs, credit = arm_setup(arm, args)
     questions = args.grpo_steps * args.questions_per_step
     data = Dataset.from_dict(
@@ -135,7 +140,7 @@ def train_arm(
         model=model,
         reward_funcs=env_reward,
         args=GRPOConfig(
-            output_dir=str(work / f"{arm}-scratch"),
+            output_dir=str(scratch),
             per_device_train_batch_size=args.questions_per_step * args.num_generations,
             num_generations=args.num_generations,
             num_iterations=args.num_iterations,
@@ -235,7 +240,8 @@ def main() -> None:
     sft = json.loads((out / "sft.json").read_text())
     for arm in args.arms:
         with tempfile.TemporaryDirectory(prefix=f"credit-{arm}-") as scratch:
-            result = train_arm(arm, args, tokenizer, evaluate, Path(scratch))
+            start = work / "sft_model.pt"
+            result = train_arm(arm, args, tokenizer, evaluate, start, Path(scratch))
         write(out / f"arm_{arm}.json", {"settings": settings, **result})
     summarize(out, sft)
 
