@@ -198,3 +198,32 @@ def test_per_token_tensor_pads_and_cuts() -> None:
     credit = load_adapter("adapters/trl/turn_credit.py", "agentflow_trl_turn_credit")
     out = credit.per_token_tensor([[1.0, 2.0, 3.0], [4.0]], 2)
     assert out.tolist() == [[1.0, 2.0], [4.0, 0.0]]
+
+
+def test_a_fork_that_cannot_be_made_leaves_the_episode_whole(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from agentflow_env.envs.env import AgentFlowEnv
+
+    def broken_fork(self: AgentFlowEnv, *, log: bool = False) -> AgentFlowEnv:
+        raise RuntimeError("no fork today")
+
+    monkeypatch.setattr(AgentFlowEnv, "fork", broken_fork)
+    pool = EnvPool()
+    specs = [(seed, ENV) for seed in (2, 3)]
+    results = run_episodes(specs, deterministic_policy(pool, []), TOK, pool=pool, value_forks=2)
+    assert not any(r.failed for r in results) and results[0].success
+    assert all(r.turn_values is None for r in results if r.turns > 1)
+    with pytest.raises(ValueError, match="value_forks"):
+        token_advantages(["g", "g"], results, "monte_carlo")
+
+
+def test_monte_carlo_leaves_out_an_episode_without_values() -> None:
+    pool = EnvPool()
+    specs = [(seed, ENV) for seed in (2, 3, 4)]
+    results = run_episodes(specs, deterministic_policy(pool, []), TOK, pool=pool, value_forks=1)
+    results[1].turn_values = None  # as if none of its forks could be made
+    tokens = token_advantages(["g", "g", "g"], results, "monte_carlo")
+    assert tokens[1] == [0.0] * len(results[1].completion_ids)
+    # The other two: both expert episodes (even seeds) succeed, so the group is all equal.
+    assert all(a == 0.0 for a in tokens[0] + tokens[2])

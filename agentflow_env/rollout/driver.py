@@ -208,8 +208,10 @@ def run_episodes(
     ``value_forks=K`` (Monte Carlo turn values, VinePPO-style): after every turn that does not
     end an episode, K forks of it (``AgentFlowEnv.fork``) continue from the new state with the
     same ``generate``, in the same batches; the mean of their terminal rewards is the value of
-    that state (``EpisodeResult.turn_values``). A fork that fails counts as reward 0. Forks cost
-    up to K times the remaining turns of every episode; their samples are not returned.
+    that state (``EpisodeResult.turn_values``). A fork that fails while stepping counts as
+    reward 0; a state none of whose forks could be made leaves the episode without values
+    (``turn_values`` ``None``). Forks cost up to K times the remaining turns of every episode;
+    their samples are not returned.
     """
     if value_forks < 0:
         raise ValueError(f"value_forks must be >= 0, got {value_forks}")
@@ -310,7 +312,11 @@ def _fork(episode: _Episode, run: _Run) -> None:
     episode.fork_rewards.append(rewards)
     for _ in range(run.value_forks):
         fork = _Episode(-1, episode.label, plan=episode.plan, parent=episode)
-        fork.env = episode.env.fork()
+        try:
+            fork.env = episode.env.fork()
+        except Exception as exc:  # the state goes without this fork's estimate
+            run.log.warning("episode %d: a value fork failed: %r", episode.index, exc)
+            continue
         fork.observation = episode.observation
         fork.first_prompt = episode.first_prompt
         fork.fork_rewards = [rewards]  # where its reward goes

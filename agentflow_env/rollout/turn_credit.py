@@ -35,14 +35,22 @@ def token_advantages(
 ) -> list[list[float]]:
     """One advantage per completion token of every result (0 on feedback tokens), by ``method``
     over the group of results with equal labels. A failed episode (a placeholder sample) gets
-    zeros and stays out of its group's statistics. ``monte_carlo`` needs the results of
-    ``run_episodes(..., value_forks=K)``."""
+    zeros and stays out of its group's statistics, as does, under ``monte_carlo``, an episode
+    whose values could not be estimated (a state none of whose forks could be made).
+    ``monte_carlo`` needs the results of ``run_episodes(..., value_forks=K)``: with no values
+    at all it raises ``ValueError``."""
     if len(labels) != len(results):
         raise ValueError(f"{len(labels)} labels for {len(results)} results")
     out = [[0.0] * len(r.completion_ids) for r in results]
+    usable = [not r.failed and r.turns >= 1 for r in results]
+    if method == "monte_carlo":
+        valued = [r.turn_values is not None for r in results]
+        if any(usable) and not any(u and v for u, v in zip(usable, valued, strict=True)):
+            raise ValueError("monte_carlo credit needs run_episodes(..., value_forks=K >= 1)")
+        usable = [u and v for u, v in zip(usable, valued, strict=True)]
     groups: dict[str, list[int]] = {}
-    for index, (label, result) in enumerate(zip(labels, results, strict=True)):
-        if not result.failed and result.turns >= 1:
+    for index, label in enumerate(labels):
+        if usable[index]:
             groups.setdefault(group_key(label), []).append(index)
     for members in groups.values():
         credits = [_credit(results[i], method) for i in members]
@@ -61,8 +69,6 @@ def token_advantages(
 
 def _credit(result: EpisodeResult, method: CreditMethod) -> TrajectoryCredit:
     values = None
-    if method == "monte_carlo":
-        if result.turn_values is None:
-            raise ValueError("monte_carlo credit needs run_episodes(..., value_forks=K >= 1)")
+    if method == "monte_carlo" and result.turn_values is not None:
         values = tuple(result.turn_values)
     return TrajectoryCredit(result.reward, tuple(result.turn_shaping), values)

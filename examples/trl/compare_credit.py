@@ -48,7 +48,8 @@ from train_tiny_cpu import CurveCallback, Evaluator, build_model  # noqa: E402
 from turn_credit import TurnCreditGRPOTrainer  # noqa: E402
 
 ENV_KWARGS: dict[str, Any] = {
-    "hops": 2,
+    "hops": [1, 2],
+    "kinds": "bridge",
     "fresh_world": True,
     "world_size": "small",
     "prompt_style": "compact",
@@ -203,7 +204,7 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--heads", type=int, default=4)
     parser.add_argument("--sft-demos", type=int, default=3000)
-    parser.add_argument("--sft-steps", type=int, default=500)
+    parser.add_argument("--sft-steps", type=int, default=800)
     parser.add_argument("--sft-lr", type=float, default=1e-3)
     parser.add_argument("--grpo-steps", type=int, default=40)
     parser.add_argument("--questions-per-step", type=int, default=8)
