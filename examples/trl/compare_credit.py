@@ -1,7 +1,9 @@
 """Turn-level credit on a CPU: one SFT start, then Flow-GRPO with three ways to credit turns.
 
 The tiny planner of ``train_tiny_cpu.py`` (a Llama-style model built from a config over the
-bundled 512-token BPE) on multi-hop questions, each in a freshly generated world. Phase 1 (SFT on
+bundled 512-token BPE) on bridge questions of one and two hops (a two-hop question needs the
+second search's name read out of the first search's result), each in a freshly generated world,
+at most 4 turns. Phase 1 (SFT on
 expert demonstrations) runs once and is saved; phase 2 starts every arm from those same weights
 with the same GRPO settings, questions and number of updates, and differs only in the
 advantages TRL's loss sees:
@@ -18,6 +20,9 @@ start and after each arm, and on a ``--curve-episodes`` subset along the way. Wr
 ``sft.json``, ``arm_<name>.json`` per arm, ``summary.json`` and ``credit_comparison.png``.
 
     python examples/trl/compare_credit.py --out examples/trl/results/credit
+
+``--reuse-sft`` starts the arms from ``WORK/sft_model.pt`` and ``OUT/sft.json`` of an earlier run;
+``--arms`` with no names only trains (or, with ``--reuse-sft``, only summarises).
 """
 
 from __future__ import annotations
@@ -210,7 +215,7 @@ def main() -> None:
     parser.add_argument("--questions-per-step", type=int, default=8)
     parser.add_argument("--num-generations", type=int, default=8)
     parser.add_argument("--num-iterations", type=int, default=2)
-    parser.add_argument("--grpo-lr", type=float, default=2e-4)
+    parser.add_argument("--grpo-lr", type=float, default=5e-4)
     parser.add_argument("--temperature", type=float, default=0.7)
     parser.add_argument("--shaping-weight", type=float, default=0.5)
     parser.add_argument("--value-forks", type=int, default=2)
@@ -269,33 +274,30 @@ def summarize(out: Path, sft: dict[str, Any]) -> None:
 
 
 def plot(out: Path, sft: dict[str, Any], arms: dict[str, Any]) -> None:
+    """Lines: the curve subset (dots, from the SFT end); stars: the full held-out set."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4))
+    start = sft["curve"][-1]["success"]  # the SFT weights on the curve subset
     for arm in arms:
         data = json.loads((out / f"arm_{arm}.json").read_text())
         iterations = data["settings"]["num_iterations"]
-        points = [(p["step"] // iterations, p["success"]) for p in data["curve"]]
-        if points:
-            ax.plot(*zip(*points, strict=True), "o-", label=f"{arm} (curve subset)")
-        ax.plot(
-            [data["settings"]["grpo_steps"]],
-            [data["held_out"]["success"]],
-            "*",
-            markersize=12,
-            color=ax.lines[-1].get_color(),
-        )
-    ax.axhline(sft["held_out"]["success"], color="grey", linestyle=":", label="SFT start")
-    ax.set_xlabel("GRPO step (generation batches)")
+        points = [(0, start)] + [(p["step"] // iterations, p["success"]) for p in data["curve"]]
+        (line,) = ax.plot(*zip(*points, strict=True), "o-", label=arm)
+        x = data["settings"]["grpo_steps"]
+        ax.plot([x], [data["held_out"]["success"]], "*", markersize=13, color=line.get_color())
+    ax.plot([0], [sft["held_out"]["success"]], "k*", markersize=13, label="SFT start")
+    ax.set_xlabel("GRPO step (generation batches of 64 episodes)")
     ax.set_ylabel("held-out success (greedy)")
     ax.set_title(
-        f"tiny planner, 2-hop fresh worlds; stars: {sft['held_out']['episodes']} episodes",
-        fontsize=9,
+        f"tiny planner, 1- and 2-hop bridge questions in fresh worlds; stars: "
+        f"{sft['held_out']['episodes']} held-out episodes, dots: {sft['curve'][-1]['episodes']}",
+        fontsize=8,
     )
-    ax.legend(loc="lower right", fontsize=8)
+    ax.legend(loc="lower left", fontsize=8)
     fig.tight_layout()
     fig.savefig(out / "credit_comparison.png", dpi=80)
 
