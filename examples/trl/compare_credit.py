@@ -21,7 +21,7 @@ start and after each arm, and on a ``--curve-episodes`` subset along the way. Wr
 
     python examples/trl/compare_credit.py --out examples/trl/results/credit
 
-``--reuse-sft`` starts the arms from ``WORK/sft_model.pt`` and ``OUT/sft.json`` of an earlier run;
+``--reuse-sft`` starts the arms from ``WORK/sft_model.pt`` and ``WORK/sft.json`` of an earlier run;
 ``--arms`` with no names only trains (or, with ``--reuse-sft``, only summarises).
 """
 
@@ -242,8 +242,9 @@ def main() -> None:
     }
     if not args.reuse_sft:
         sft = train_sft(args, tokenizer, evaluate, work)
-        write(out / "sft.json", {"settings": settings, **sft})
-    sft = json.loads((out / "sft.json").read_text())
+        write(work / "sft.json", {"settings": settings, **sft})
+    sft = json.loads((work / "sft.json").read_text())
+    write(out / "sft.json", sft)
     for arm in args.arms:
         with tempfile.TemporaryDirectory(prefix=f"credit-{arm}-") as scratch:
             start = work / "sft_model.pt"
