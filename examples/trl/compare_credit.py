@@ -49,7 +49,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1] / "adapters" / "trl"))
 sys.path.insert(0, str(HERE))
 from rollout import env_reward, make_rollout_func, task_prompt  # noqa: E402
-from train_tiny_cpu import CurveCallback, Evaluator, build_model  # noqa: E402
+from train_tiny_cpu import CurveCallback, Evaluator, add_run_arguments, build_model  # noqa: E402
 from turn_credit import TurnCreditGRPOTrainer  # noqa: E402
 
 ENV_KWARGS: dict[str, Any] = {
@@ -205,25 +205,11 @@ def main() -> None:
     parser.add_argument("--work", default="runs/credit", help="SFT weights and trainer scratch")
     parser.add_argument("--arms", nargs="*", default=list(ARMS), choices=ARMS)
     parser.add_argument("--reuse-sft", action="store_true", help="start from WORK/sft_model.pt")
-    parser.add_argument("--hidden", type=int, default=64)
-    parser.add_argument("--layers", type=int, default=2)
-    parser.add_argument("--heads", type=int, default=4)
-    parser.add_argument("--sft-demos", type=int, default=3000)
-    parser.add_argument("--sft-steps", type=int, default=800)
-    parser.add_argument("--sft-lr", type=float, default=1e-3)
-    parser.add_argument("--grpo-steps", type=int, default=40)
-    parser.add_argument("--questions-per-step", type=int, default=8)
-    parser.add_argument("--num-generations", type=int, default=8)
+    add_run_arguments(parser, sft_steps=800, grpo_steps=40, grpo_lr=5e-4, curve_every=250)
     parser.add_argument("--num-iterations", type=int, default=2)
-    parser.add_argument("--grpo-lr", type=float, default=5e-4)
-    parser.add_argument("--temperature", type=float, default=0.7)
     parser.add_argument("--shaping-weight", type=float, default=0.5)
     parser.add_argument("--value-forks", type=int, default=2)
-    parser.add_argument("--eval-episodes", type=int, default=1000)
-    parser.add_argument("--curve-episodes", type=int, default=200)
-    parser.add_argument("--curve-every", type=int, default=250)
     parser.add_argument("--curve-every-grpo", type=int, default=20)
-    parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
 
     torch.set_num_threads(2)

@@ -124,24 +124,36 @@ class CurveCallback(TrainerCallback):
         print(f"[curve] {self.phase} step {step}: success {result['success']:.3f}", flush=True)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default="examples/trl/results")
+def add_run_arguments(
+    parser: argparse.ArgumentParser,
+    *,
+    sft_steps: int,
+    grpo_steps: int,
+    grpo_lr: float,
+    curve_every: int,
+) -> None:
+    """The model, SFT, GRPO and evaluation options this script and ``compare_credit.py`` share."""
     parser.add_argument("--hidden", type=int, default=64)
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--heads", type=int, default=4)
     parser.add_argument("--sft-demos", type=int, default=3000)
-    parser.add_argument("--sft-steps", type=int, default=550)
+    parser.add_argument("--sft-steps", type=int, default=sft_steps)
     parser.add_argument("--sft-lr", type=float, default=1e-3)
-    parser.add_argument("--grpo-steps", type=int, default=80)
+    parser.add_argument("--grpo-steps", type=int, default=grpo_steps)
     parser.add_argument("--questions-per-step", type=int, default=8)
     parser.add_argument("--num-generations", type=int, default=8)
-    parser.add_argument("--grpo-lr", type=float, default=1e-4)
+    parser.add_argument("--grpo-lr", type=float, default=grpo_lr)
     parser.add_argument("--temperature", type=float, default=0.7)
     parser.add_argument("--eval-episodes", type=int, default=1000)
     parser.add_argument("--curve-episodes", type=int, default=200)
-    parser.add_argument("--curve-every", type=int, default=150)
+    parser.add_argument("--curve-every", type=int, default=curve_every)
     parser.add_argument("--seed", type=int, default=0)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default="examples/trl/results")
+    add_run_arguments(parser, sft_steps=550, grpo_steps=80, grpo_lr=1e-4, curve_every=150)
     parser.add_argument(
         "--bf16", action="store_true", help="bf16 autocast (TRL's default; slower on most CPUs)"
     )
