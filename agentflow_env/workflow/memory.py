@@ -162,11 +162,7 @@ class Memory:
 
     def preview(self, entry: MemoryEntry) -> Memory:
         """A copy with ``entry`` appended, for modules that judge a turn before it is recorded."""
-        copy = Memory(self.query, self.tools)
-        copy.analysis = self.analysis
-        copy._entries = [*self._entries, entry]
-        copy._events = list(self._events)
-        return copy
+        return self._copy_with([*self._entries, entry], list(self._events))
 
     def fork(self) -> Memory:
         """An independent copy for a forked episode: writing to either leaves the other as it is.
@@ -174,18 +170,18 @@ class Memory:
         Only the two lists are new (shallow copies); the entries and events in them are shared,
         since both are frozen and nothing mutates a payload or an entry's arguments in place.
         """
-        copy = Memory(self.query, self.tools)
-        copy.analysis = self.analysis
-        copy._entries = list(self._entries)
-        copy._events = list(self._events)
-        return copy
+        return self._copy_with(list(self._entries), list(self._events))
 
     def prefix(self, turns: int) -> Memory:
         """A copy holding only the first ``turns`` entries (what memory was after that turn)."""
+        return self._copy_with(self._entries[:turns], [e for e in self._events if e.turn <= turns])
+
+    def _copy_with(self, entries: list[MemoryEntry], events: list[Event]) -> Memory:
+        """A memory of the same query, tools and analysis holding these (new) lists."""
         copy = Memory(self.query, self.tools)
         copy.analysis = self.analysis
-        copy._entries = self._entries[:turns]
-        copy._events = [e for e in self._events if e.turn <= turns]
+        copy._entries = entries
+        copy._events = events
         return copy
 
     # -- reading ---------------------------------------------------------------------------
