@@ -550,6 +550,17 @@ class Session:
         if invalid:
             self._metrics.invalid_actions += 1
         self.memory.log("invalid_action" if invalid else "turn_error", turn, error=error)
+        return self._toolless_entry(turn, action, status, (error,), unmatched_tool)
+
+    def _toolless_entry(
+        self,
+        turn: int,
+        action: PlannerAction | None,
+        status: VerificationStatus,
+        errors: tuple[str, ...] = (),
+        unmatched_tool: str | None = None,
+    ) -> MemoryEntry:
+        """A turn in which no tool ran (an unusable action, a failed module, the finish)."""
         return MemoryEntry(
             turn=turn,
             justification=action.justification if action else "",
@@ -561,7 +572,7 @@ class Session:
             tool_ok=False,
             verification_status=status,
             open_questions=self.memory.open_questions(),
-            errors=(error,),
+            errors=errors,
             unmatched_tool=unmatched_tool,
         )
 
@@ -601,18 +612,7 @@ class Session:
         no verifier ran), with the answer in the event log (``planner_finish``)."""
         self._finish_action = action
         self.memory.log("planner_finish", turn, answer=action.final_answer)
-        return MemoryEntry(
-            turn=turn,
-            justification=action.justification,
-            context=action.context,
-            sub_goal=action.sub_goal,
-            selected_tool=None,
-            tool_arguments={},
-            tool_result="",
-            tool_ok=False,
-            verification_status=VerificationStatus.STOP,
-            open_questions=self.memory.open_questions(),
-        )
+        return self._toolless_entry(turn, action, VerificationStatus.STOP)
 
     def _stop_reason(self, entry: MemoryEntry) -> EndReason | None:
         """The stop that ends the episode on this turn, if any (``config.termination``)."""
