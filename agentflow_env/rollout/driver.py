@@ -158,10 +158,15 @@ class _Episode:
     first_prompt: list[int] | None = None
     turns: int = 0
     result: EpisodeResult | None = None
-    parent: _Episode | None = None
-    """A value rollout's episode: its reward goes into the parent's ``fork_rewards``."""
     fork_rewards: list[list[float]] = field(default_factory=list)
     """Per turn after the first, the rewards of the forks continuing from the state it acted in."""
+    value_sink: list[float] | None = None
+    """Set on a value rollout (a fork): its parent's ``fork_rewards`` entry, where its terminal
+    reward goes."""
+
+    @property
+    def is_fork(self) -> bool:
+        return self.value_sink is not None
 
 
 @dataclass
@@ -293,15 +298,15 @@ def _step(episode: _Episode, ids: list[int], logprobs: Any, run: _Run) -> None:
         episode.turns += 1
         if terminated or truncated:
             episode.result = _result(env, float(info.get("reward", reward)), info)
-            if episode.parent is not None:
+            if episode.is_fork:
                 _finish_fork(episode, run)
         else:
             episode.observation = _ids(observation)
-            if episode.parent is None and run.value_forks:
+            if not episode.is_fork and run.value_forks:
                 _fork(episode, run)
     except Exception as exc:
         _fail(episode, "step", exc, run)
-        if episode.parent is not None:
+        if episode.is_fork:
             _finish_fork(episode, run)
 
 
@@ -311,7 +316,7 @@ def _fork(episode: _Episode, run: _Run) -> None:
     rewards: list[float] = []
     episode.fork_rewards.append(rewards)
     for _ in range(run.value_forks):
-        fork = _Episode(-1, episode.label, plan=episode.plan, parent=episode)
+        fork = _Episode(-1, episode.label, plan=episode.plan, value_sink=rewards)
         try:
             fork.env = episode.env.fork()
         except Exception as exc:  # the state goes without this fork's estimate
@@ -319,13 +324,12 @@ def _fork(episode: _Episode, run: _Run) -> None:
             continue
         fork.observation = episode.observation
         fork.first_prompt = episode.first_prompt
-        fork.fork_rewards = [rewards]  # where its reward goes
         run.forks.append(fork)
 
 
 def _finish_fork(fork: _Episode, run: _Run) -> None:
-    assert fork.result is not None
-    fork.fork_rewards[0].append(0.0 if fork.result.failed else fork.result.reward)
+    assert fork.result is not None and fork.value_sink is not None
+    fork.value_sink.append(0.0 if fork.result.failed else fork.result.reward)
     if fork.env is not None:
         fork.env.close()
         fork.env = None
@@ -390,7 +394,7 @@ def _fail(episode: _Episode, stage: str, exc: BaseException, run: _Run) -> None:
         exc_info=None if isinstance(exc, TaskSpecError) else exc,
     )
     if episode.env is not None:
-        if episode.parent is None:
+        if not episode.is_fork:
             run.pool.discard(episode.env)
         else:  # a value rollout's fork is not the pool's
             episode.env.close()
