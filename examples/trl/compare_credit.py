@@ -40,7 +40,7 @@ os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
 import torch
 from datasets import Dataset
-from trl import GRPOConfig, SFTConfig, SFTTrainer
+from trl import GRPOConfig
 
 from agentflow_env.base.tokens import load_default_tokenizer, to_hf_tokenizer
 from agentflow_env.rollout.demonstrations import expert_demonstrations
@@ -49,7 +49,13 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1] / "adapters" / "trl"))
 sys.path.insert(0, str(HERE))
 from rollout import env_reward, make_rollout_func, task_prompt  # noqa: E402
-from train_tiny_cpu import CurveCallback, Evaluator, add_run_arguments, build_model  # noqa: E402
+from train_tiny_cpu import (  # noqa: E402
+    CurveCallback,
+    Evaluator,
+    add_run_arguments,
+    build_model,
+    sft_trainer,
+)
 from turn_credit import TurnCreditGRPOTrainer  # noqa: E402
 
 ENV_KWARGS: dict[str, Any] = {
@@ -84,29 +90,10 @@ def train_sft(args: argparse.Namespace, tokenizer: Any, evaluate: Evaluator, wor
     records = expert_demonstrations(
         range(SFT_SEEDS, SFT_SEEDS + args.sft_demos), ENV_KWARGS, style="minimal"
     )
-    data = Dataset.from_list(
-        [{"prompt": r["prompt"], "completion": r["completion"]} for r in records]
-    )
     curve: list[dict[str, Any]] = []
-    trainer = SFTTrainer(
-        model=model,
-        args=SFTConfig(
-            output_dir=str(work / "sft-scratch"),
-            per_device_train_batch_size=32,
-            learning_rate=args.sft_lr,
-            max_steps=args.sft_steps,
-            warmup_steps=10,
-            lr_scheduler_type="constant_with_warmup",
-            logging_steps=50,
-            save_strategy="no",
-            report_to=[],
-            use_cpu=True,
-            seed=args.seed,
-            gradient_checkpointing=False,
-        ),
-        train_dataset=data,
-        processing_class=tokenizer,
-        callbacks=[CurveCallback("sft", evaluate, args.curve_episodes, args.curve_every, curve)],
+    callback = CurveCallback("sft", evaluate, args.curve_episodes, args.curve_every, curve)
+    trainer = sft_trainer(
+        model, tokenizer, records, args, work / "sft-scratch", [callback], logging_steps=50
     )
     trainer.train()
     train_s = time.time() - start

@@ -124,6 +124,46 @@ class CurveCallback(TrainerCallback):
         print(f"[curve] {self.phase} step {step}: success {result['success']:.3f}", flush=True)
 
 
+def sft_trainer(
+    model: Any,
+    tokenizer: Any,
+    records: list[dict[str, Any]],
+    args: argparse.Namespace,
+    output_dir: Path,
+    callbacks: list[Any],
+    *,
+    logging_steps: int,
+    bf16: bool = False,
+) -> SFTTrainer:
+    """TRL's ``SFTTrainer`` on demonstration records (loss on the completion only), with the
+    settings both CPU examples use: batch 32, ``args.sft_lr`` held after 10 warm-up steps,
+    ``args.sft_steps`` steps, nothing saved."""
+    data = Dataset.from_list(
+        [{"prompt": r["prompt"], "completion": r["completion"]} for r in records]
+    )
+    return SFTTrainer(
+        model=model,
+        args=SFTConfig(
+            output_dir=str(output_dir),
+            per_device_train_batch_size=32,
+            learning_rate=args.sft_lr,
+            max_steps=args.sft_steps,
+            warmup_steps=10,
+            lr_scheduler_type="constant_with_warmup",
+            logging_steps=logging_steps,
+            save_strategy="no",
+            report_to=[],
+            use_cpu=True,
+            seed=args.seed,
+            gradient_checkpointing=False,
+            bf16=bf16,
+        ),
+        train_dataset=data,
+        processing_class=tokenizer,
+        callbacks=callbacks,
+    )
+
+
 def add_run_arguments(
     parser: argparse.ArgumentParser,
     *,
@@ -186,31 +226,10 @@ def main() -> None:
     records = expert_demonstrations(
         range(SFT_SEEDS, SFT_SEEDS + args.sft_demos), ENV_KWARGS, style="minimal"
     )
-    sft_data = Dataset.from_list(
-        [{"prompt": r["prompt"], "completion": r["completion"]} for r in records]
-    )
     demo_s = time.time() - start
     sft_curve = CurveCallback("sft", evaluate, args.curve_episodes, args.curve_every, curve)
-    sft = SFTTrainer(
-        model=model,
-        args=SFTConfig(
-            output_dir=str(work),
-            per_device_train_batch_size=32,
-            learning_rate=args.sft_lr,
-            max_steps=args.sft_steps,
-            warmup_steps=10,
-            lr_scheduler_type="constant_with_warmup",
-            logging_steps=25,
-            save_strategy="no",
-            report_to=[],
-            use_cpu=True,
-            seed=args.seed,
-            gradient_checkpointing=False,
-            bf16=args.bf16,
-        ),
-        train_dataset=sft_data,
-        processing_class=tokenizer,
-        callbacks=[sft_curve],
+    sft = sft_trainer(
+        model, tokenizer, records, args, work, [sft_curve], logging_steps=25, bf16=args.bf16
     )
     sft.train()
     sft_s = time.time() - start
