@@ -7,13 +7,19 @@ import argparse
 import asyncio
 import json
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from tqdm import tqdm
 
 from agentflow_env.cli.common import UsageError, clip, positive_int
+from agentflow_env.cli.eval_suites import (
+    add_suite_arguments,
+    plan_suite_run,
+    suite_listing,
+    suite_note,
+)
 from agentflow_env.cli.planners import (
     add_env_and_planner_arguments,
     local_planner,
@@ -45,10 +51,19 @@ from agentflow_env.evaluation.session_planners import (
 from agentflow_env.llm.client import as_backend
 from agentflow_env.workflow.turn_log import TurnLog
 
+DEFAULT_EPISODES = 100
 
-def _add_common(parser: argparse.ArgumentParser) -> tuple[str, ...]:
-    parser.add_argument("--episodes", type=positive_int, default=100, help="episodes per run")
-    parser.add_argument("--seed", type=int, default=0, help="episode i runs the task of seed + i")
+
+def _add_common(parser: argparse.ArgumentParser, episodes_help: str = "") -> tuple[str, ...]:
+    parser.add_argument(
+        "--episodes",
+        type=positive_int,
+        default=None,
+        help=f"episodes per run (default: {DEFAULT_EPISODES}{episodes_help})",
+    )
+    parser.add_argument(
+        "--seed", type=int, default=None, help="episode i runs the task of seed + i (default: 0)"
+    )
     parser.add_argument(
         "--concurrency", type=positive_int, default=8, help="episodes running at once"
     )
@@ -65,11 +80,13 @@ def add_eval_commands(commands: Any) -> None:
     evaluation = commands.add_parser(
         "eval",
         help="evaluate a planner: diagnostics with 95%% CIs, a per-turn log, summary.json",
-        description="Evaluate a planner over seeded tasks (or a dataset's records), many "
-        "episodes at once; writes OUT/turns.jsonl, OUT/episodes.jsonl and OUT/summary.json.",
+        description="Evaluate a planner over seeded tasks (or a dataset's records, or a "
+        "published suite's episodes: --suite), many episodes at once; writes OUT/turns.jsonl, "
+        "OUT/episodes.jsonl and OUT/summary.json.",
     )
-    evaluation.add_argument("--out", required=True, help="a new folder for the results")
-    settings = _add_common(evaluation)
+    evaluation.add_argument("--out", help="a new folder for the results (required)")
+    settings = _add_common(evaluation, "; with --suite, the whole suite")
+    add_suite_arguments(evaluation)
     evaluation.set_defaults(handler=_eval_command, env_settings=settings)
 
     ablate = commands.add_parser(
@@ -123,13 +140,16 @@ def _run(
     log: TurnLog,
     rows: EpisodeRows,
     shared: dict[str, Any],
+    seeds: Sequence[int] | None = None,
 ) -> EvalResult:
+    """One evaluation: episodes ``args.seed + i``, or one per seed of ``seeds``."""
     env = make_env(args, dict(overrides)).unwrapped
     if not isinstance(env, AgentFlowEnv):
         env.close()
         raise UsageError(f"--env {args.env} is not an AgentFlow environment")
     finished: list[bool] = []
-    bar = tqdm(total=args.episodes, desc=run or args.planner, disable=args.quiet, file=sys.stderr)
+    total = len(seeds) if seeds is not None else args.episodes
+    bar = tqdm(total=total, desc=run or args.planner, disable=args.quiet, file=sys.stderr)
 
     def progress(row: Mapping[str, Any]) -> None:
         rows.write({"run": run, **row})
@@ -141,8 +161,9 @@ def _run(
         return evaluate(
             env,
             _planner_factory(args, env, shared),
-            episodes=args.episodes,
+            episodes=None if seeds is not None else args.episodes,
             seed=args.seed,
+            seeds=seeds,
             concurrency=args.concurrency,
             log=log,
             run=run,
@@ -164,14 +185,36 @@ def _outputs(args: argparse.Namespace) -> tuple[Path, TurnLog, EpisodeRows]:
     return folder, TurnLog(folder / TURN_LOG), EpisodeRows(folder / EPISODES)
 
 
+def _with_defaults(args: argparse.Namespace) -> None:
+    """``--episodes`` and ``--seed`` as given, else their defaults (runs without a suite)."""
+    args.episodes = args.episodes or DEFAULT_EPISODES
+    args.seed = 0 if args.seed is None else args.seed
+
+
 def _eval_command(args: argparse.Namespace) -> int:
+    if args.list_suites:
+        print(suite_listing())
+        return 0
+    if not args.out:
+        raise UsageError("--out is required: a new folder for the results")
+    suite_run = plan_suite_run(args) if args.suite else None
+    if suite_run is None:
+        _with_defaults(args)
     folder, log, rows = _outputs(args)
     try:
-        result = _run(args, {}, None, log, rows, {})
+        if suite_run is None:
+            result = _run(args, {}, None, log, rows, {})
+        else:
+            note = suite_note(suite_run)
+            if note:
+                print(note, file=sys.stderr)
+            result = _run(args, suite_run.env_kwargs, None, log, rows, {}, suite_run.seeds)
     finally:
         log.close()
         rows.close()
-    write_json(folder / SUMMARY, {"planner": args.planner, "env": args.env, **result.summary})
+    about = suite_run.summary() if suite_run is not None else {}
+    summary = {"planner": args.planner, "env": args.env, **about, **result.summary}
+    write_json(folder / SUMMARY, summary)
     print(format_table({args.planner: result.summary}))
     print(f"\nper-turn log: {folder / TURN_LOG}\nsummary: {folder / SUMMARY}")
     return 0
@@ -199,6 +242,7 @@ def _variants(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
 
 
 def _ablate_command(args: argparse.Namespace) -> int:
+    _with_defaults(args)
     variants = _variants(args)
     folder, log, rows = _outputs(args)
     summaries: dict[str, dict[str, Any]] = {}

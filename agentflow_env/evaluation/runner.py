@@ -2,7 +2,8 @@
 
 ``evaluate`` runs ``episodes`` sessions of one env, at most ``concurrency`` at a time (the
 sessions share the env's tools, modules and LLM clients), each with its own planner from the
-factory. Episode ``i`` runs the task a ``reset(seed=seed + i)`` would draw, or, for a dataset
+factory. Episode ``i`` runs the task a ``reset(seed=seed + i)`` would draw (a
+``reset(seed=seeds[i])`` when ``seeds`` are given, e.g. an evaluation suite's), or, for a dataset
 (a fixed task list), its ``i``-th record. Every turn goes to the trajectory log as it happens.
 """
 
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,10 +40,14 @@ class EvalResult:
 def episode_task(env: AgentFlowEnv, seed: int, index: int) -> Task:
     """The task of episode ``index``: a dataset's ``index``-th record (cycling), else the task a
     ``reset(seed=seed + index)`` draws."""
+    return _task(env, index, seed + index)
+
+
+def _task(env: AgentFlowEnv, index: int, episode_seed: int) -> Task:
     source = env.task_source
     if isinstance(source, ListTaskSource):
         return source.tasks[index % len(source.tasks)]
-    rng, _ = seeding.np_random(seed + index)
+    rng, _ = seeding.np_random(episode_seed)
     return source.sample(rng)
 
 
@@ -50,15 +55,15 @@ async def _run_one(
     env: AgentFlowEnv,
     planner_factory: PlannerFactory,
     index: int,
-    seed: int,
+    episode_seed: int,
     log: TurnLog | None,
     run: str | None,
     budget_curve: bool,
 ) -> dict[str, Any]:
-    task = episode_task(env, seed, index)
+    task = _task(env, index, episode_seed)
     session = env.new_session(
         task,
-        seed=seed + index,
+        seed=episode_seed,
         config=dataclasses.replace(env.session_config, budget_curve=budget_curve),
         log=log,
         run=run,
@@ -71,7 +76,7 @@ async def _run_one(
     assert outcome is not None  # the loop ran until the session was done
     return {
         "index": index,
-        "seed": seed + index,
+        "seed": episode_seed,
         "task_id": task.task_id,
         "episode_id": session.logger.episode_id,
         "question": task.question,
@@ -86,8 +91,9 @@ async def evaluate_async(
     env: AgentFlowEnv,
     planner_factory: PlannerFactory,
     *,
-    episodes: int,
+    episodes: int | None = None,
     seed: int = 0,
+    seeds: Sequence[int] | None = None,
     concurrency: int = 8,
     log: TurnLog | None = None,
     run: str | None = None,
@@ -96,22 +102,35 @@ async def evaluate_async(
 ) -> EvalResult:
     """Run ``episodes`` episodes, ``concurrency`` at a time; rows come back in episode order.
 
+    Episode ``i`` has seed ``seed + i``, or ``seeds[i]`` when ``seeds`` are given (then
+    ``episodes`` is their number, or left out).
+
     ``budget_curve`` adds each episode's success by turn budget (one generalist call per budget
     below the episode's length: free with rule modules, LLM requests with LLM modules). A planner
     that raises stops the evaluation (it is the thing under test: its error is the result).
     """
-    if episodes < 1 or concurrency < 1:
+    if seeds is not None:
+        if episodes is not None and episodes != len(seeds):
+            raise ValueError(f"episodes={episodes} but {len(seeds)} seeds given")
+        episode_seeds = [int(s) for s in seeds]
+    elif episodes is not None:
+        episode_seeds = [seed + i for i in range(episodes)]
+    else:
+        raise ValueError("give episodes or seeds")
+    if not episode_seeds or concurrency < 1:
         raise ValueError("episodes and concurrency must be positive")
     limit = asyncio.Semaphore(concurrency)
 
     async def one(index: int) -> dict[str, Any]:
         async with limit:
-            row = await _run_one(env, planner_factory, index, seed, log, run, budget_curve)
+            row = await _run_one(
+                env, planner_factory, index, episode_seeds[index], log, run, budget_curve
+            )
         if progress is not None:
             progress(row)
         return row
 
-    rows = list(await asyncio.gather(*(one(i) for i in range(episodes))))
+    rows = list(await asyncio.gather(*(one(i) for i in range(len(episode_seeds)))))
     summary = summarize_diagnostics([row["diagnostics"] for row in rows])
     return EvalResult(rows, summary)
 
