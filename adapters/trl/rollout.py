@@ -44,8 +44,10 @@ DEFAULT_ENV_KWARGS: dict[str, Any] = {
     "prompt_style": "compact",
     "max_turns": 3,
 }
-"""Beneath ``make_rollout_func``'s env kwargs for labels that name no env id (``task_prompt``'s):
-1-hop questions in a fresh small world, 3 turns. A label naming an env id does without them."""
+"""Beneath ``make_rollout_func``'s env kwargs for labels that name no env id (``task_prompt``'s)
+when it runs ``AgentFlow-Search-v0`` (the default ``env_id``): 1-hop questions in a fresh small
+world, 3 turns. A label naming an env id, or any other ``env_id`` (a probe, ``AgentFlow-Code-v0``,
+whose settings these are not), does without them."""
 LOG_KEYS = ("success", "turns", "invalid_actions", "failed")
 _POOL = driver.default_pool()  # where episodes run unless a pool is given (tests look inside)
 
@@ -152,6 +154,7 @@ def make_rollout_func(
         raise ValueError("credit='monte_carlo' needs value_forks >= 1")
 
     def rollout_func(prompts: list[Any], trainer: Any) -> dict[str, list]:
+        timing: dict[str, float] = {}
         results = run_episodes(
             prompts,
             trainer_generate(trainer),
@@ -159,10 +162,13 @@ def make_rollout_func(
             max_action_tokens=max_action_tokens,
             env_id=env_id,
             env_kwargs=user_kwargs,
-            default_env_kwargs=DEFAULT_ENV_KWARGS,
+            default_env_kwargs=DEFAULT_ENV_KWARGS if env_id == DEFAULT_ENV_ID else None,
             lockstep=trainer_lockstep(trainer),
             value_forks=value_forks if credit == "monte_carlo" else 0,
+            timing=timing,
         )
+        if hasattr(trainer, "rollout_timing"):  # AgentFlowGRPOTrainer logs the split
+            trainer.rollout_timing = timing
         output = rollout_output(results)
         if credit is not None:
             output["token_advantages"] = turn_credit.token_advantages(prompts, results, credit)

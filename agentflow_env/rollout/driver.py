@@ -16,6 +16,7 @@ from __future__ import annotations
 import copy
 import logging
 import math
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -191,6 +192,7 @@ def run_episodes(
     lockstep: MaxAcrossRanks | None = None,
     log: logging.Logger | None = None,
     value_forks: int = 0,
+    timing: dict[str, float] | None = None,
 ) -> list[EpisodeResult]:
     """Run one episode per spec, all turns batched across episodes; one result per spec, in order.
 
@@ -217,7 +219,12 @@ def run_episodes(
     reward 0; a state none of whose forks could be made leaves the episode without values
     (``turn_values`` ``None``). Forks cost up to K times the remaining turns of every episode;
     their samples are not returned.
+
+    ``timing``, if given, gets ``generate_s`` (time inside ``generate``) and ``env_s`` (the rest:
+    building, resetting and stepping the envs) added to it.
     """
+    start = time.perf_counter()
+    generating = 0.0
     if value_forks < 0:
         raise ValueError(f"value_forks must be >= 0, got {value_forks}")
     run = _Run(pool or _POOL, filler_token_id(tokenizer), log or logger, value_forks)
@@ -238,7 +245,9 @@ def run_episodes(
         if width == 0:
             break
         prompts = [e.observation or padding for e in live] + [padding] * (width - len(live))
+        before = time.perf_counter()
         completions, logprobs = generate(prompts, max_action_tokens)
+        generating += time.perf_counter() - before
         per_row = [None] * len(completions) if logprobs is None else list(logprobs)
         if len(completions) != width or len(per_row) != width:
             raise RuntimeError(
@@ -250,6 +259,10 @@ def run_episodes(
     if run.value_forks:
         for episode in episodes:
             _set_values(episode)
+    if timing is not None:
+        timing["generate_s"] = timing.get("generate_s", 0.0) + generating
+        elapsed = time.perf_counter() - start - generating
+        timing["env_s"] = timing.get("env_s", 0.0) + elapsed
     return [e.result for e in episodes if e.result is not None]
 
 

@@ -105,7 +105,11 @@ class HFGenerator:
     """A ``Generate`` for the batched driver (``agentflow_env.rollout.driver``): ``hf_generate``
     with fixed sampling settings. ``greedy=True`` is for evaluation.
 
-    ``top_k`` ``None`` or 0 means no top-k filter (not the model's default).
+    ``top_k`` ``None`` or 0 means no top-k filter (not the model's default). ``max_batch``
+    splits a call into ``generate`` batches of at most that many prompts of similar length
+    (``None``: one batch): with long multi-turn prompts of mixed lengths, one big left-padded
+    batch spends most of its time on padding and on an attention matrix that no longer fits in
+    cache (``bench/`` measures it).
     """
 
     model: Any
@@ -115,6 +119,7 @@ class HFGenerator:
     top_p: float = 1.0
     top_k: int | None = None
     greedy: bool = False
+    max_batch: int | None = 32
 
     def __call__(
         self, prompts: Sequence[Sequence[int]], max_new_tokens: int
@@ -123,15 +128,25 @@ class HFGenerator:
         if not self.greedy:
             sampling = {"temperature": self.temperature, "top_p": self.top_p}
             sampling["top_k"] = self.top_k or None
-        return hf_generate(
-            self.model,
-            prompts,
-            max_new_tokens,
-            pad_token_id=self.pad_token_id,
-            eos_token_ids=self.eos_token_ids,
-            do_sample=not self.greedy,
+        options = {
+            "pad_token_id": self.pad_token_id,
+            "eos_token_ids": self.eos_token_ids,
+            "do_sample": not self.greedy,
             **sampling,
-        )
+        }
+        if not self.max_batch or len(prompts) <= self.max_batch:
+            return hf_generate(self.model, prompts, max_new_tokens, **options)
+        order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
+        completions: list[list[int]] = [[] for _ in prompts]
+        logprobs: list[list[float]] = [[] for _ in prompts]
+        for start in range(0, len(order), self.max_batch):
+            rows = order[start : start + self.max_batch]
+            ids, lps = hf_generate(
+                self.model, [prompts[i] for i in rows], max_new_tokens, **options
+            )
+            for row, c, lp in zip(rows, ids, lps, strict=True):
+                completions[row], logprobs[row] = c, lp
+        return completions, logprobs
 
 
 __all__ = ["HFGenerator", "hf_generate"]

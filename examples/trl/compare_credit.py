@@ -149,6 +149,7 @@ def train_arm(
             save_strategy="no",
             report_to=[],
             use_cpu=True,
+            bf16=False,  # TRL's default is bf16 autocast, even on CPU
             seed=args.seed,
             shuffle_dataset=False,
             gradient_checkpointing=False,
