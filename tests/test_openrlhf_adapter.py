@@ -30,6 +30,7 @@ agent_module = pytest.importorskip("openrlhf.utils.agent")
 from conftest import load_adapter  # noqa: E402
 
 from agentflow_env.base.tokens import load_default_tokenizer, to_hf_tokenizer  # noqa: E402
+from agentflow_env.rollout.logprob_check import read_samples  # noqa: E402
 from agentflow_env.rollout.planners import ExpertPlanner, RandomPlanner  # noqa: E402
 from agentflow_env.rollout.spec import TaskSpec, TaskSpecError, synthetic_specs  # noqa: E402
 from agentflow_env.workflow.trajectory import flow_grpo_advantages  # noqa: E402
@@ -186,6 +187,34 @@ def test_trajectory_matches_the_env(agent_func, hf_tokenizer, planner, index):
         assert result["reward"] == 1.0 and result["scores"] == 1.0
     assert params.max_tokens is None  # the shared sampling params were copied, not changed
     assert all(p.max_tokens <= 1024 for p in engine.given_params)  # each turn is capped
+
+
+def test_samples_are_dumped_for_the_logprob_check(agent_func, hf_tokenizer, tmp_path, monkeypatch):
+    path = tmp_path / "samples.jsonl"
+    monkeypatch.setenv("AGENTFLOW_DUMP_SAMPLES", str(path))
+    spec = spec_for(0)
+    engine = MirrorEngine(spec, "expert")
+    params = SamplingParams(logprobs=1, temperature=0.7)
+    result = asyncio.run(
+        run_execute(agent_func.AgentExecutor(), spec, engine, hf_tokenizer, params=params)
+    )
+    (sample,) = read_samples(path)
+    tokens, ranges = result["observation_tokens"], result["action_ranges"]
+    assert sample.prompt_ids == tokens[: ranges[0][0]]
+    assert sample.prompt_ids + sample.completion_ids == tokens
+    sampled = [t for t, m in zip(sample.completion_ids, sample.mask, strict=True) if m]
+    assert sampled == sum(engine.actions, [])
+    assert [lp for lp, m in zip(sample.logprobs, sample.mask, strict=True) if m] == [-0.25] * len(
+        sampled
+    )
+    assert sample.temperature == 0.7
+    # Without rollout log-probs (OpenRLHF's default) there is nothing to check: nothing written.
+    engine = MirrorEngine(spec, "expert")
+    no_logprobs = SamplingParams()
+    asyncio.run(
+        run_execute(agent_func.AgentExecutor(), spec, engine, hf_tokenizer, params=no_logprobs)
+    )
+    assert len(read_samples(path)) == 1
 
 
 def test_turn_cap_comes_from_the_environment(agent_func, hf_tokenizer, monkeypatch):

@@ -28,16 +28,18 @@ import skyrl_compat  # noqa: E402, F401  (first: skyrl.train imports on Python 3
 import skyrl_gym  # noqa: E402
 from mirror_planner import spec_for  # noqa: E402
 from skyrl.train.config import GeneratorConfig, SamplingParams, SkyRLGymConfig  # noqa: E402
-from skyrl.train.generators.base import GeneratorInterface  # noqa: E402
+from skyrl.train.generators.base import GeneratorInterface, TrajectoryID  # noqa: E402
 from skyrl.train.generators.skyrl_gym_generator import SkyRLGymGenerator  # noqa: E402
 from skyrl_gym.envs.base_text_env import BaseTextEnv  # noqa: E402
 
 from agentflow_env.base.tokens import load_default_tokenizer, to_hf_tokenizer  # noqa: E402
+from agentflow_env.rollout.logprob_check import read_samples  # noqa: E402
 from agentflow_env.rollout.planners import (  # noqa: E402
     expert_action,
 )
 from agentflow_env.rollout.pool import LazySharedEnvs  # noqa: E402
 from agentflow_env.rollout.spec import TaskSpec  # noqa: E402
+from agentflow_env.rollout.train_diagnostics import group_signal  # noqa: E402
 
 LOGPROB = -0.5
 
@@ -260,3 +262,36 @@ def test_a_bad_label_is_a_reward_0_sample_of_the_exact_generator(adapters, hf_to
     out = asyncio.run(generator.generate(rows))
     assert out["rewards"] == [0.0] and out["loss_masks"] == [[0]]
     assert out["stop_reasons"] == ["error"] and out["env_metrics"][0]["error"] == 1.0
+
+
+def test_the_exact_generator_logs_group_signal_and_dumps_samples(
+    adapters, hf_tokenizer, tmp_path, monkeypatch
+):
+    path = tmp_path / "samples.jsonl"
+    monkeypatch.setenv("AGENTFLOW_DUMP_SAMPLES", str(path))
+    specs = [spec_for(0), spec_for(0), spec_for(1), spec_for(1)]
+    mirrors = [Mirror(spec, hf_tokenizer, "expert") for spec in specs[:3]]
+    client = FakeInferenceClient(mirrors, as_text=False)
+    generator = adapters.generator.AgentFlowGenerator(
+        generator_config(), SkyRLGymConfig(), client, hf_tokenizer
+    )
+    rows = batch(specs)
+    rows["env_extras"][3] = {"label": "not json"}  # fails: reward 0
+    rows["trajectory_ids"] = [TrajectoryID(k, i % 2) for i, k in enumerate("aabb")]
+    out = asyncio.run(generator.generate(rows))
+    assert out["rewards"] == [1.0, 1.0, 1.0, 0.0]
+    metrics, expected = out["rollout_metrics"], group_signal(out["rewards"], 2)
+    assert metrics["environment/agentflow/equal_reward_groups"] == 0.5  # group a: 1, 1
+    for key in ("equal_reward_groups", "all_zero_groups", "mean_abs_advantage"):
+        assert metrics[f"environment/agentflow/{key}"] == pytest.approx(expected[key])
+    assert metrics["environment/agentflow/error"] == 0.25  # the failure rate
+    dumped = read_samples(path)
+    assert [s.prompt_ids for s in dumped] == out["prompt_token_ids"]
+    assert [s.completion_ids for s in dumped] == out["response_ids"]
+    assert [s.mask for s in dumped] == out["loss_masks"]
+    assert [s.logprobs for s in dumped] == out["rollout_logprobs"]
+    # Without trajectory_ids (no groups named) there is no group signal.
+    no_groups = run_exact(
+        adapters, hf_tokenizer, [spec_for(2)], [Mirror(spec_for(2), hf_tokenizer)]
+    )
+    assert "environment/agentflow/equal_reward_groups" not in no_groups["rollout_metrics"]

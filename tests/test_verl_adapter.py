@@ -37,6 +37,7 @@ from verl.experimental.agent_loop.agent_loop import (
 from verl.workers.rollout.replica import TokenOutput
 
 from agentflow_env.base.tokens import load_default_tokenizer, to_hf_tokenizer
+from agentflow_env.rollout.logprob_check import read_samples
 from agentflow_env.rollout.pool import LazySharedEnvs
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -241,6 +242,22 @@ def test_a_bad_label_is_a_reward_0_sample(adapter, hf_tokenizer, caplog):
     assert output.reward_score == 0.0 and output.response_mask == [0]
     assert output.extra_fields["reward_extra_info"]["error"] == 1.0
     assert "counts as reward 0" in caplog.text
+
+
+def test_samples_are_dumped_for_the_logprob_check(adapter, hf_tokenizer, tmp_path, monkeypatch):
+    path = tmp_path / "samples.jsonl"
+    monkeypatch.setenv("AGENTFLOW_DUMP_SAMPLES", str(path))
+    spec = spec_for(0)
+    output = run_row(adapter, hf_tokenizer, spec, Mirror(spec, hf_tokenizer))
+    (sample,) = read_samples(path)
+    assert sample.prompt_ids == output.prompt_ids
+    assert sample.completion_ids == output.response_ids and sample.mask == output.response_mask
+    assert sample.logprobs == output.response_logprobs and sample.temperature == 1.0
+    # A greedy validation row (not training's temperature) is left out.
+    loop = build_loop(verl_config(), FakeServerManager([Mirror(spec, hf_tokenizer)]), hf_tokenizer)
+    params = {"temperature": 0.0, "logprobs": True}
+    asyncio.run(loop.run(params, raw_prompt=[], label=spec.to_json()))
+    assert len(read_samples(path)) == 1
 
 
 def test_the_servers_own_failure_propagates(adapter, hf_tokenizer):

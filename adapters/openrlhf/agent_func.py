@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from openrlhf.utils.agent import AgentInstanceBase, MultiTurnAgentExecutor
 
-from agentflow_env.rollout import failures, token_check
+from agentflow_env.rollout import failures, logprob_check, token_check, trainer_samples
 from agentflow_env.rollout.driver import capped_params, read_request_output
 from agentflow_env.rollout.pool import LazySharedEnvs
 from agentflow_env.workflow.session import Session
@@ -195,12 +195,24 @@ class AgentExecutor(MultiTurnAgentExecutor):
             if rollout.session is None or not rollout.session.done:
                 result["reward"] = result["scores"] = 0.0  # the token budget ran out first
             result["extra_logs"] = failures.episode_logs(rollout.session)
-            return result
+            return dumped(result, sampling_params)
         except AdapterError:
             raise
         except Exception as exc:
             if exc is engine.error:
                 raise
-            return engine.failure(exc, prompt, label, sampling_params, images)
+            return dumped(
+                engine.failure(exc, prompt, label, sampling_params, images), sampling_params
+            )
         finally:
             _ROLLOUT.reset(token)
+
+
+def dumped(result: dict, sampling_params: Any) -> dict:
+    """``result``, appended first to ``AGENTFLOW_DUMP_SAMPLES`` (when set) for
+    ``agentflow-env check-logprobs`` if it holds rollout log-probs (``rollout.logprob_check``)."""
+    if result.get("rollout_log_probs") is not None:
+        temperature = getattr(sampling_params, "temperature", None)
+        read = trainer_samples.openrlhf_response_sample
+        logprob_check.dump_samples(lambda: [read(result, temperature)], logger)
+    return result

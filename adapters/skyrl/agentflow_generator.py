@@ -30,7 +30,8 @@ from skyrl.backends.skyrl_train.inference_servers.engine_utils import (
 )
 from skyrl.train.generators.base import GeneratorInput, GeneratorInterface, GeneratorOutput
 
-from agentflow_env.rollout import failures
+from agentflow_env.rollout import failures, trainer_samples
+from agentflow_env.rollout.logprob_check import dump_samples
 from agentflow_env.rollout.pool import LazySharedEnvs
 from agentflow_env.rollout.token_episode import (
     DONE,
@@ -45,6 +46,23 @@ logger = logging.getLogger("agentflow_env.adapters.skyrl")
 shared_envs = LazySharedEnvs()  # this process's envs and settings, read on first use
 STOP_REASONS = {DONE: "stop", ERROR: "error"}
 """SkyRL's stop reason per episode end; a budget that ran out is ``"length"``."""
+
+
+def rollout_metrics(
+    logs: list[dict[str, float]], episodes: Sequence[TokenEpisode], trajectory_ids: Any
+) -> dict[str, float]:
+    """The batch's mean episode logs (``error``: the failure rate) and, where SkyRL names each
+    row's group (``trajectory_ids``, as its trainer does), the group signal: the fractions of
+    groups whose rewards are all equal (no gradient) and all 0, and the mean |advantage|."""
+    metrics = {
+        f"environment/agentflow/{key}": sum(log[key] for log in logs) / len(logs)
+        for key in failures.EPISODE_LOG_KEYS
+    }
+    if trajectory_ids is not None:
+        signal = trainer_samples.skyrl_group_signal([e.reward for e in episodes], trajectory_ids)
+        for key in ("equal_reward_groups", "all_zero_groups", "mean_abs_advantage"):
+            metrics[f"environment/agentflow/{key}"] = signal[key]
+    return metrics
 
 
 class AgentFlowGenerator(GeneratorInterface):
@@ -85,16 +103,13 @@ class AgentFlowGenerator(GeneratorInterface):
         logprobs = [e.response_logprobs for e in episodes]
         wanted = params.get("logprobs") is not None and all(lp is not None for lp in logprobs)
         logs = [e.logs for e in episodes]
-        return {
+        output: GeneratorOutput = {
             "prompt_token_ids": [e.prompt_ids for e in episodes],
             "response_ids": [e.response_ids for e in episodes],
             "rewards": [e.reward for e in episodes],
             "loss_masks": [e.response_mask for e in episodes],
             "stop_reasons": [STOP_REASONS.get(e.end, "length") for e in episodes],
-            "rollout_metrics": {
-                f"environment/agentflow/{key}": sum(log[key] for log in logs) / len(logs)
-                for key in failures.EPISODE_LOG_KEYS
-            },
+            "rollout_metrics": rollout_metrics(logs, episodes, input_batch.get("trajectory_ids")),
             "rollout_logprobs": logprobs if wanted else None,
             "trajectory_ids": None,
             "trajectory_generation_times": None,
@@ -102,6 +117,11 @@ class AgentFlowGenerator(GeneratorInterface):
             "is_last_step": None,
             "env_metrics": logs,
         }
+        metadata = input_batch.get("batch_metadata")
+        if wanted and getattr(metadata, "training_phase", "train") == "train":
+            temperature = params.get("temperature")
+            dump_samples(lambda: trainer_samples.skyrl_samples(output, temperature), logger)
+        return output
 
     async def episode(
         self, prompt: list[dict[str, str]], extras: dict[str, Any], params: dict[str, Any]

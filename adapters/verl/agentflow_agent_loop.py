@@ -31,6 +31,7 @@ from verl.experimental.agent_loop.agent_loop import (
 )
 
 from agentflow_env.rollout import failures
+from agentflow_env.rollout.logprob_check import LogprobSample, dump_samples
 from agentflow_env.rollout.pool import LazySharedEnvs
 from agentflow_env.rollout.token_episode import TokenBudget, TokenEpisode, run_token_episode
 from agentflow_env.workflow.session import Session
@@ -82,7 +83,29 @@ class AgentFlowAgentLoop(AgentLoopBase):
         episode = await run_token_episode(
             new_session, generate, budget, filler=filler, log=logger, label=label
         )
-        return to_output(episode, seconds[0], bool(sampling_params.get("logprobs")))
+        logprobs = bool(sampling_params.get("logprobs"))
+        if logprobs:
+            temperature = sampling_params.get("temperature")
+            dump_samples(lambda: check_samples(episode, temperature, rollout.temperature), logger)
+        return to_output(episode, seconds[0], logprobs)
+
+
+def check_samples(episode: TokenEpisode, temperature: Any, training: Any) -> list[LogprobSample]:
+    """The episode as ``agentflow-env check-logprobs`` reads it (``AGENTFLOW_DUMP_SAMPLES``);
+    none when it was sampled at another temperature than training's (greedy validation)."""
+    if temperature != training:
+        return []
+    if episode.response_logprobs is None:
+        raise ValueError("the server returned no log-probs for some turn")
+    return [
+        LogprobSample.build(
+            episode.prompt_ids,
+            episode.response_ids,
+            episode.response_mask,
+            episode.response_logprobs,
+            temperature,
+        )
+    ]
 
 
 def to_output(episode: TokenEpisode, generate_seconds: float, logprobs: bool) -> AgentLoopOutput:

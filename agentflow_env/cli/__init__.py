@@ -7,6 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from agentflow_env.cli.check import add_check_command
+from agentflow_env.cli.check_logprobs import add_check_logprobs_command
 from agentflow_env.cli.common import Parser, UsageError
 from agentflow_env.cli.evaluate import add_eval_commands
 from agentflow_env.cli.retrieval import add_retrieval_commands
@@ -23,6 +24,7 @@ def build_parser() -> Parser:
     add_eval_commands(commands)
     add_retrieval_commands(commands)
     add_check_command(commands)
+    add_check_logprobs_command(commands)
     add_view_command(commands)
     return parser
 

@@ -11,6 +11,9 @@
 - ``token_check``: a trainer's token sequence against the env's, and the mismatch diagnosis;
   ``failures``: zero-reward failure samples and the errors that stop a run;
 - ``hf_generation``: Hugging Face generation with the package's one log-prob definition;
+- ``train_diagnostics``: trainer-neutral training diagnostics; ``logprob_check``: any trainer's
+  recorded log-probs against a model's forward pass (``agentflow-env check-logprobs``);
+  ``trainer_samples``: OpenRLHF's, verl's and SkyRL's sample objects read for both;
 - ``demonstrations``, ``planners``, ``llm_planners``: expert demonstrations, scripted and
   model-backed planners.
 """
