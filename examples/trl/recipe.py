@@ -1,0 +1,473 @@
+"""A CPU recipe where Flow-GRPO beats its SFT start, measured against a null control.
+
+The tiny planner of ``train_tiny_cpu.py`` (a Llama-style model built from a config over the
+bundled 512-token BPE) on the search task of ``compare_credit.py``: bridge questions of one and
+two hops, a fresh small world per episode, at most 4 turns. Phases (``--phases``):
+
+- ``sft``: one SFT start on expert demonstrations, saved to ``WORK/sft_model.pt``; scored greedy
+  on the held-out episodes and sampled (pass@1, pass@k at the training temperature).
+- ``checkpoints``: the SFT checkpoints (``--sft-checkpoints``) scored the same way, so the
+  SFT curve shows what more SFT buys at this point;
+- ``grpo``: Flow-GRPO from that start, once per ``--seeds`` seed (``AgentFlowGRPOTrainer``:
+  TRL's ``GRPOTrainer`` with the training diagnostics);
+- ``null``: the same run with the advantages permuted across each batch (``null_control``): what
+  the optimizer does to the policy with the same step sizes and no signal;
+- ``more_sft``: the SFT start trained further with SFT for the mean GRPO wall time;
+- ``summary``: ``summary.json`` (per seed and mean +- std: paired gains with 95% intervals) and
+  ``recipe.png``.
+
+Every model is scored on the same episodes of the frozen suite ``--suite`` (default
+``tiny-bridge-v1``: 1000 test-split episodes; ``docs/benchmark.md``), greedy, so gains are
+paired. Writes ``sft.json``, ``<phase>_seed<N>.json``, ``summary.json`` and the diagnostics JSONL
+of every run (``diagnostics_<phase>_seed<N>.jsonl``) into ``--out``.
+
+    python examples/trl/recipe.py --out examples/trl/results/recipe
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from datasets import Dataset
+from transformers import TrainerCallback
+from trl import GRPOConfig
+
+from agentflow_env.base.tokens import load_default_tokenizer, to_hf_tokenizer
+from agentflow_env.rollout.demonstrations import expert_demonstrations
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[1] / "adapters" / "trl"))
+sys.path.insert(0, str(HERE))
+from diagnostics import AgentFlowGRPOTrainer  # noqa: E402
+from recipe_common import PairedEvaluator, mean_std, paired_gain, seed_everything  # noqa: E402
+from rollout import env_reward, make_rollout_func, task_prompt  # noqa: E402
+from train_tiny_cpu import build_model, sft_trainer  # noqa: E402
+
+ENV_KWARGS: dict[str, Any] = {
+    "hops": [1, 2],
+    "kinds": "bridge",
+    "fresh_world": True,
+    "world_size": "small",
+    "prompt_style": "compact",
+    "max_turns": 4,
+}
+MAX_ACTION_TOKENS = 32
+SFT_SEEDS, GRPO_SEEDS = 0, 1_000_000  # held-out: the test split (tiny-bridge-v1's seeds)
+HELD_OUT_PROBE_SEEDS = 3_000_000  # the small frozen set the trainer probes along the way
+PHASES = ("sft", "checkpoints", "grpo", "null", "more_sft", "summary")
+
+
+class Checkpoints(TrainerCallback):
+    """Saves the model's weights at the given optimizer steps (``WORK/sft_step<N>.pt``)."""
+
+    def __init__(self, steps: list[int], work: Path) -> None:
+        self.steps, self.work = set(steps), work
+
+    def on_step_end(self, args: Any, state: Any, control: Any, model: Any = None, **kw: Any):
+        if state.global_step in self.steps:
+            torch.save(model.state_dict(), self.work / f"sft_step{state.global_step}.pt")
+
+
+def score(evaluate: PairedEvaluator, model: Any, args: argparse.Namespace) -> dict[str, Any]:
+    """Greedy on every held-out episode; sampled pass@1 / pass@k on the first ``--pass-episodes``."""
+    greedy = evaluate.greedy(model)
+    sampled = evaluate.sampled(model, args.temperature, args.pass_k, args.pass_episodes)
+    print(
+        f"[eval] greedy {greedy['success']:.3f} ({greedy['episodes']}), sampled pass@1 "
+        f"{sampled['pass_at_1']:.3f} pass@{args.pass_k} {sampled[f'pass_at_{args.pass_k}']:.3f}",
+        flush=True,
+    )
+    return {"greedy": greedy, "sampled": sampled}
+
+
+def run_sft(args: argparse.Namespace, tokenizer: Any, evaluate: PairedEvaluator, work: Path):
+    seed_everything(args.sft_seed, args.threads)
+    model = build_model(tokenizer, args.hidden, args.layers, args.heads)
+    start = time.time()
+    records = expert_demonstrations(
+        range(SFT_SEEDS, SFT_SEEDS + args.sft_demos), ENV_KWARGS, style="minimal"
+    )
+    demo_s = time.time() - start
+    sft_args = argparse.Namespace(**{**vars(args), "seed": args.sft_seed})
+    with tempfile.TemporaryDirectory(prefix="recipe-sft-") as scratch:
+        trainer = sft_trainer(
+            model,
+            tokenizer,
+            records,
+            sft_args,
+            Path(scratch),
+            [Checkpoints(args.sft_checkpoints, work)],
+            logging_steps=50,
+        )
+        trainer.train()
+    train_s = time.time() - demo_s - start
+    torch.save(model.state_dict(), work / "sft_model.pt")
+    result = {
+        "records": len(records),
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "demo_s": demo_s,
+        "train_s": train_s,
+        "log": [e for e in trainer.state.log_history if "loss" in e],
+        **score(evaluate, model, args),
+    }
+    return result
+
+
+def grpo_config(args: argparse.Namespace, scratch: Path, seed: int) -> GRPOConfig:
+    """The recipe's GRPO settings: fp32 on CPU (``bf16=False`` explicitly: TRL's default is
+    bf16 autocast even on CPU), one update per batch, a constant learning rate, no KL."""
+    if args.questions_per_step % 2:
+        raise SystemExit("--questions-per-step must be even (micro-batches of two groups)")
+    return GRPOConfig(
+        output_dir=str(scratch),
+        # One optimizer step per generation batch of questions_per_step groups, computed in
+        # micro-batches of two groups: one forward over 128 long sequences at once is several
+        # times slower on CPU than eight of 16 (the attention matrix no longer fits in cache).
+        per_device_train_batch_size=2 * args.num_generations,
+        gradient_accumulation_steps=args.questions_per_step // 2,
+        num_generations=args.num_generations,
+        num_iterations=1,
+        max_steps=args.grpo_steps,
+        learning_rate=args.grpo_lr,
+        lr_scheduler_type="constant",
+        beta=0.0,
+        temperature=args.temperature,
+        loss_type="grpo",
+        scale_rewards="group",
+        max_completion_length=4096,
+        logging_steps=1,
+        save_strategy="no",
+        report_to=[],
+        use_cpu=True,
+        bf16=False,
+        seed=seed,
+        shuffle_dataset=False,
+        gradient_checkpointing=False,
+    )
+
+
+def run_grpo(
+    args: argparse.Namespace,
+    tokenizer: Any,
+    evaluate: PairedEvaluator,
+    work: Path,
+    out: Path,
+    seed: int,
+    null: bool,
+) -> dict[str, Any]:
+    """Flow-GRPO (or its null control) from the SFT start with one seed."""
+    seed_everything(seed, args.threads)
+    model = build_model(tokenizer, args.hidden, args.layers, args.heads)
+    model.load_state_dict(torch.load(work / "sft_model.pt"))
+    # Each seed trains on its own question stream; the arm and its null control share it.
+    first = GRPO_SEEDS + seed * 100_000
+    questions = args.grpo_steps * args.questions_per_step
+    # Training questions: the hops whose groups carry signal (--train-hops); held-out
+    # evaluation stays on the suite's mix.
+    train_kwargs = {**ENV_KWARGS, "hops": args.train_hops}
+    data = Dataset.from_dict(
+        {"prompt": [task_prompt(first + i, **train_kwargs) for i in range(questions)]}
+    )
+    name = f"{'null' if null else 'grpo'}_seed{seed}"
+    diagnostics = out / f"diagnostics_{name}.jsonl"
+    diagnostics.unlink(missing_ok=True)
+    held_out = [
+        (HELD_OUT_PROBE_SEEDS + i, {**ENV_KWARGS, "split": "test"})
+        for i in range(args.held_out_episodes)
+    ]
+    with tempfile.TemporaryDirectory(prefix=f"recipe-{name}-") as scratch:
+        trainer = AgentFlowGRPOTrainer(
+            model=model,
+            reward_funcs=env_reward,
+            args=grpo_config(args, Path(scratch), seed),
+            train_dataset=data,
+            processing_class=tokenizer,
+            rollout_func=make_rollout_func(train_kwargs, max_action_tokens=MAX_ACTION_TOKENS),
+            diagnostics_path=str(diagnostics),
+            null_control=null,
+            null_seed=seed,
+            held_out_specs=held_out,
+            held_out_every=args.held_out_every,
+            held_out_k=args.pass_k,
+            max_action_tokens=MAX_ACTION_TOKENS,
+            diagnostics_every=args.diagnostics_every,
+        )
+        start = time.time()
+        trainer.train()
+        train_s = time.time() - start
+    keep = ("step", "reward", "frac_reward_zero_std", "entropy", "loss", "grad_norm")
+    log = [
+        {k: v for k, v in e.items() if k in keep or k.startswith(("env/", "diag/", "held_out/"))}
+        for e in trainer.state.log_history
+    ]
+    return {
+        "arm": name,
+        "seed": seed,
+        "null_control": null,
+        "train_s": train_s,
+        "log": log,
+        **score(evaluate, model, args),
+    }
+
+
+class StopAfter(TrainerCallback):
+    """Stops training once ``seconds`` of wall time have passed since training began."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds, self.start = seconds, 0.0
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self.start = time.time()
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if time.time() - self.start >= self.seconds:
+            control.should_training_stop = True
+
+
+def run_more_sft(
+    args: argparse.Namespace, tokenizer: Any, evaluate: PairedEvaluator, work: Path, out: Path
+) -> dict[str, Any]:
+    """The SFT start trained further with SFT, on new demonstrations, for the mean wall time of
+    the GRPO runs (``--more-sft-seconds`` overrides it)."""
+    seconds = args.more_sft_seconds
+    if seconds is None:
+        times = [json.loads(p.read_text())["train_s"] for p in sorted(out.glob("grpo_seed*.json"))]
+        if not times:
+            raise SystemExit("more_sft needs grpo_seed*.json in --out, or --more-sft-seconds")
+        seconds = sum(times) / len(times)
+    seed_everything(args.sft_seed, args.threads)
+    model = build_model(tokenizer, args.hidden, args.layers, args.heads)
+    model.load_state_dict(torch.load(work / "sft_model.pt"))
+    first = SFT_SEEDS + args.sft_demos  # demonstrations the SFT start never saw
+    records = expert_demonstrations(
+        range(first, first + args.sft_demos), ENV_KWARGS, style="minimal"
+    )
+    more_args = argparse.Namespace(**{**vars(args), "seed": args.sft_seed, "sft_steps": 100_000})
+    start = time.time()
+    with tempfile.TemporaryDirectory(prefix="recipe-more-sft-") as scratch:
+        trainer = sft_trainer(
+            model,
+            tokenizer,
+            records,
+            more_args,
+            Path(scratch),
+            [StopAfter(seconds)],
+            logging_steps=50,
+        )
+        trainer.train()
+    return {
+        "budget_s": seconds,
+        "train_s": time.time() - start,
+        "steps": trainer.state.global_step,
+        **score(evaluate, model, args),
+    }
+
+
+def summarize(out: Path) -> dict[str, Any]:
+    """Per seed and over seeds: greedy held-out success and paired gains (points, 95% CI)."""
+    sft = json.loads((out / "sft.json").read_text())
+    start = sft["greedy"]["outcomes"]
+    seeds: dict[str, Any] = {}
+    for path in sorted(out.glob("grpo_seed*.json")):
+        grpo = json.loads(path.read_text())
+        null_path = out / path.name.replace("grpo_", "null_")
+        row: dict[str, Any] = {
+            "grpo": grpo["greedy"]["success"],
+            "grpo_ci95": grpo["greedy"]["ci95"],
+            "grpo_sampled_pass_at_1": grpo["sampled"]["pass_at_1"],
+            "gain_over_sft": paired_gain(start, grpo["greedy"]["outcomes"]),
+            "grpo_train_s": grpo["train_s"],
+        }
+        if null_path.exists():
+            null = json.loads(null_path.read_text())
+            row.update(
+                {
+                    "null": null["greedy"]["success"],
+                    "null_ci95": null["greedy"]["ci95"],
+                    "null_gain_over_sft": paired_gain(start, null["greedy"]["outcomes"]),
+                    "gain_over_null": paired_gain(
+                        null["greedy"]["outcomes"], grpo["greedy"]["outcomes"]
+                    ),
+                    "null_train_s": null["train_s"],
+                }
+            )
+        seeds[str(grpo["seed"])] = row
+
+    def over_seeds(key: str) -> dict[str, float] | None:
+        values = [r[key]["points"] for r in seeds.values() if key in r]
+        return mean_std(values) if values else None
+
+    summary: dict[str, Any] = {
+        "sft": {
+            "greedy": sft["greedy"]["success"],
+            "ci95": sft["greedy"]["ci95"],
+            "episodes": sft["greedy"]["episodes"],
+            "sampled": sft["sampled"],
+            "train_s": sft["train_s"],
+        },
+        "seeds": seeds,
+        "gain_over_sft_points": over_seeds("gain_over_sft"),
+        "gain_over_null_points": over_seeds("gain_over_null"),
+        "null_gain_over_sft_points": over_seeds("null_gain_over_sft"),
+        "every_seed_beats_sft": all(r["gain_over_sft"]["points"] > 0 for r in seeds.values()),
+        "every_seed_beats_null": all(
+            r.get("gain_over_null", {}).get("points", 0) > 0 for r in seeds.values()
+        ),
+    }
+    more = out / "more_sft.json"
+    if more.exists():
+        data = json.loads(more.read_text())
+        summary["more_sft"] = {
+            "greedy": data["greedy"]["success"],
+            "gain_over_sft": paired_gain(start, data["greedy"]["outcomes"]),
+            "steps": data["steps"],
+            "train_s": data["train_s"],
+        }
+    write(out / "summary.json", summary)
+    plot(out, summary)
+    print(json.dumps(summary, indent=1))
+    return summary
+
+
+def plot(out: Path, summary: dict[str, Any]) -> None:
+    """Left: each run's held-out probe along training (greedy pass@1, solid: Flow-GRPO, dashed:
+    null control). Right: final greedy success on the whole suite per seed, with 95% intervals."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (probe, final) = plt.subplots(1, 2, figsize=(11, 4))
+    for index, seed in enumerate(summary["seeds"]):
+        color = f"C{index}"
+        for phase, style in (("grpo", "o-"), ("null", "s--")):
+            path = out / f"diagnostics_{phase}_seed{seed}.jsonl"
+            if not path.exists():
+                continue
+            rows = [json.loads(x) for x in path.read_text().splitlines()]
+            points = [
+                (r["step"], r["held_out/greedy_pass_at_1"])
+                for r in rows
+                if "held_out/greedy_pass_at_1" in r
+            ]
+            if points:
+                probe.plot(
+                    *zip(*points, strict=True), style, color=color, label=f"{phase} seed {seed}"
+                )
+    probe.set_xlabel("GRPO step")
+    probe.set_ylabel("greedy success, held-out probe")
+    probe.legend(fontsize=7)
+    sft = summary["sft"]
+    final.axhspan(*sft["ci95"], color="grey", alpha=0.3, label="SFT start (95% CI)")
+    for index, (seed, row) in enumerate(summary["seeds"].items()):
+        for offset, key in ((-0.1, "grpo"), (0.1, "null")):
+            if key not in row:
+                continue
+            value = row[key]
+            low, high = row[f"{key}_ci95"]
+            final.errorbar(
+                [index + offset],
+                [value],
+                yerr=[[value - low], [high - value]],
+                fmt="o" if key == "grpo" else "s",
+                color=f"C{index}",
+                label=f"{key} seed {seed}",
+            )
+    if "more_sft" in summary:
+        final.axhline(summary["more_sft"]["greedy"], color="black", linestyle=":", label="more SFT")
+    final.set_xticks(range(len(summary["seeds"])), [f"seed {s}" for s in summary["seeds"]])
+    final.set_ylabel(f"greedy success, {sft['episodes']} held-out episodes")
+    final.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out / "recipe.png", dpi=80)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default="examples/trl/results/recipe")
+    parser.add_argument("--work", default="runs/recipe", help="SFT weights and scratch")
+    parser.add_argument("--phases", nargs="+", default=list(PHASES), choices=PHASES)
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--hidden", type=int, default=64)
+    parser.add_argument("--layers", type=int, default=2)
+    parser.add_argument("--heads", type=int, default=4)
+    parser.add_argument("--sft-seed", type=int, default=0)
+    parser.add_argument("--sft-demos", type=int, default=8000)
+    parser.add_argument("--sft-steps", type=int, default=1200)
+    parser.add_argument("--sft-lr", type=float, default=1e-3)
+    parser.add_argument("--sft-checkpoints", nargs="*", type=int, default=[800])
+    parser.add_argument("--grpo-steps", type=int, default=36)
+    parser.add_argument("--grpo-lr", type=float, default=2e-4)
+    parser.add_argument("--questions-per-step", type=int, default=16)
+    parser.add_argument(
+        "--train-hops",
+        nargs="+",
+        type=int,
+        default=[2],
+        help="hops of the GRPO questions (the SFT start solves 1-hop ones: no signal there)",
+    )
+    parser.add_argument("--num-generations", type=int, default=8)
+    parser.add_argument("--held-out-every", type=int, default=18)
+    parser.add_argument("--diagnostics-every", type=int, default=4)
+    parser.add_argument("--held-out-episodes", type=int, default=48)
+    parser.add_argument("--more-sft-seconds", type=float, help="default: mean GRPO wall time")
+    parser.add_argument("--temperature", type=float, default=0.7)
+    parser.add_argument(
+        "--threads", type=int, default=1, help="torch threads (1: steady on a busy machine)"
+    )
+    parser.add_argument("--suite", default="tiny-bridge-v1", help="held-out evaluation suite")
+    parser.add_argument("--eval-episodes", type=int, help="the suite's first N (default: all)")
+    parser.add_argument("--pass-episodes", type=int, default=200)
+    parser.add_argument("--pass-k", type=int, default=4)
+    args = parser.parse_args()
+
+    out, work = Path(args.out), Path(args.work)
+    out.mkdir(parents=True, exist_ok=True)
+    work.mkdir(parents=True, exist_ok=True)
+    tokenizer = to_hf_tokenizer(load_default_tokenizer())
+    evaluate = PairedEvaluator(tokenizer, args.suite, args.eval_episodes, MAX_ACTION_TOKENS)
+    settings = {
+        **{k: v for k, v in vars(args).items() if k not in ("out", "work", "phases")},
+        "env": ENV_KWARGS,
+        "max_action_tokens": MAX_ACTION_TOKENS,
+    }
+    if "sft" in args.phases:
+        sft = run_sft(args, tokenizer, evaluate, work)
+        write(work / "sft.json", {"settings": settings, **sft})
+        write(out / "sft.json", {"settings": settings, **sft})
+    if "checkpoints" in args.phases:
+        for step in args.sft_checkpoints:
+            model = build_model(tokenizer, args.hidden, args.layers, args.heads)
+            model.load_state_dict(torch.load(work / f"sft_step{step}.pt"))
+            write(
+                out / f"sft_step{step}.json",
+                {"settings": settings, "step": step, **score(evaluate, model, args)},
+            )
+    for phase in ("grpo", "null"):
+        if phase not in args.phases:
+            continue
+        for seed in args.seeds:
+            result = run_grpo(args, tokenizer, evaluate, work, out, seed, null=phase == "null")
+            write(out / f"{phase}_seed{seed}.json", {"settings": settings, **result})
+    if "more_sft" in args.phases:
+        write(
+            out / "more_sft.json",
+            {"settings": settings, **run_more_sft(args, tokenizer, evaluate, work, out)},
+        )
+    if "summary" in args.phases:
+        summarize(out)
+
+
+def write(path: Path, data: dict[str, Any]) -> None:
+    path.write_text(json.dumps(data, indent=1))
+
+
+if __name__ == "__main__":
+    main()
