@@ -23,9 +23,11 @@ from agentflow_env.envs.config import CodeEnvConfig, EnvConfig, SearchEnvConfig
 from agentflow_env.envs.curriculum import Curriculum
 from agentflow_env.envs.env import AgentFlowEnv
 from agentflow_env.envs.registration import ENV_ENTRY_POINTS, register_envs  # noqa: F401
+from agentflow_env.evaluation.eval_suite import EvalSuite
 from agentflow_env.evaluation.metrics import summarize_diagnostics
 from agentflow_env.evaluation.preflight import run_preflight
 from agentflow_env.evaluation.runner import evaluate
+from agentflow_env.evaluation.suites import get_suite, suite_specs
 from agentflow_env.rollout.planners import ExpertPlanner, RandomPlanner
 from agentflow_env.rollout.spec import TaskSpec
 from agentflow_env.tasks.base import PlanStep, Task, TaskSource
@@ -51,6 +53,7 @@ __all__ = [
     "EnvConfig",
     "EndReason",
     "EpisodeOutcome",
+    "EvalSuite",
     "ExpertPlanner",
     "HFChatTokenizer",
     "Memory",
@@ -75,6 +78,7 @@ __all__ = [
     "VerificationStatus",
     "evaluate",
     "flow_grpo_advantages",
+    "get_suite",
     "progress_potential",
     "turn_advantages",
     "load_default_tokenizer",
@@ -83,5 +87,6 @@ __all__ = [
     "register_tool",
     "resolve_tokenizer",
     "run_preflight",
+    "suite_specs",
     "summarize_diagnostics",
 ]

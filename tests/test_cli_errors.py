@@ -14,7 +14,10 @@ import pytest
 from agentflow_env.cli import main
 
 PREFIX = "agentflow-env run: error: "
-AGENTFLOW_ENV = "AgentFlow-Code-v0, AgentFlow-Search-v0"
+AGENTFLOW_ENV = (
+    "AgentFlow-Code-v0, AgentFlow-Probe-Copying-v0, AgentFlow-Probe-DelayedCredit-v0, "
+    "AgentFlow-Probe-Stop-v0, AgentFlow-Probe-ToolChoice-v0, AgentFlow-Search-v0"
+)
 HOPS_ALLOWED = (
     "hops (documents a question needs) must be among [1, 2, 3, 4] "
     "(bridge: [1, 2, 3, 4], comparison: [2, 3, 4], arithmetic: [2, 3, 4])"
@@ -282,7 +285,9 @@ def test_help_shows_the_defaults(capsys, monkeypatch) -> None:
         "--episodes EPISODES episodes to run (default: 3)",
         "--seed SEED episode i is reset with seed + i (default: 0)",
         "--split {train,test} task split (default: test)",
-        "--max-turns MAX_TURNS planner turns per episode (default: 10)",
+        # a default that differs between variants is given per variant
+        "--max-turns MAX_TURNS planner turns per episode (default: 10 on AgentFlow-Search-v0, "
+        "AgentFlow-Code-v0; 1 on AgentFlow-Probe-ToolChoice-v0,",
         "--modules {rule,llm} frozen modules (default: rule)",
         "--reward {exact_match,f1,llm_judge} episode reward (default: exact_match)",
     ):

@@ -20,6 +20,7 @@ from agentflow_env import cli
 from agentflow_env.cli.planners import make_env
 from agentflow_env.envs.code import UNUSED_SETTINGS, make_code_env
 from agentflow_env.envs.config import (
+    PROBE_CONFIGS,
     SECTIONS,
     CodeEnvConfig,
     CodeKind,
@@ -61,7 +62,9 @@ def all_fields() -> list[tuple[type[EnvConfig], dataclasses.Field]]:
 
 
 def test_every_registered_id_has_a_config_and_an_entry_point() -> None:
-    assert set(ENV_CONFIGS) == set(ENV_ENTRY_POINTS) == {SEARCH, CODE}
+    probes = {config.env_id for config in PROBE_CONFIGS}
+    assert set(ENV_CONFIGS) == set(ENV_ENTRY_POINTS) == {SEARCH, CODE, *probes}
+    assert len(probes) == 4
     for env_id, cls in ENV_CONFIGS.items():
         assert cls.env_id == env_id and cls.variant() == env_id
 

@@ -14,6 +14,7 @@ sets the tokenizer and the observation mode itself).
       --hops 1,2 --count 2000 --fresh-world
   python adapters/openrlhf/prepare_data.py synthetic --out data/test.jsonl --split test --count 200
   python adapters/openrlhf/prepare_data.py dataset --file nq_train.jsonl --out data/nq.jsonl
+  python adapters/openrlhf/prepare_data.py probe --probe tool_choice --out data/probe.jsonl
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from agentflow_env.envs.config import (
     settings_from_args,
 )
 from agentflow_env.envs.registration import ENV_CONFIGS
+from agentflow_env.rollout.probes import PROBE_ENV_IDS, probe_specs
 from agentflow_env.rollout.spec import DEFAULT_ENV_ID, TaskSpec, dataset_specs, synthetic_specs
 from agentflow_env.tasks.base import Task
 
@@ -96,6 +98,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     dataset.set_defaults(dataset_settings=files)
     _label_settings(dataset)
+
+    probe = commands.add_parser(
+        "probe", help="a probe env's tasks (AgentFlow-Probe-*-v0): does training learn at all?"
+    )
+    probe.add_argument("--probe", required=True, choices=list(PROBE_ENV_IDS))
+    probe.add_argument("--out", required=True)
+    probe.add_argument("--count", type=int, default=2000)
+    probe.add_argument("--seed", type=int, default=0, help="first task seed")
+    probe.add_argument("--split", choices=("train", "test"), default="train")
+    probe.add_argument("--datasource", default=None, help="default: probe-<name>")
+    _label_settings(probe)
     return parser
 
 
@@ -103,7 +116,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     label_kwargs = settings_from_args(args, args.label_settings)
-    if args.command == "synthetic":
+    if args.command == "probe":
+        rows = probe_specs(
+            args.probe, args.count, split=args.split, seed=args.seed, env_kwargs=label_kwargs
+        )
+        datasource = args.datasource or f"probe-{args.probe}"
+    elif args.command == "synthetic":
         rows = synthetic_specs(
             args.count,
             seed=args.seed,

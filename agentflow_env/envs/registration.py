@@ -13,16 +13,24 @@ from __future__ import annotations
 
 import gymnasium
 
-from agentflow_env.envs.config import CodeEnvConfig, EnvConfig, SearchEnvConfig
+from agentflow_env.envs.config import (
+    PROBE_CONFIGS,
+    CodeEnvConfig,
+    EnvConfig,
+    SearchEnvConfig,
+)
 
-ENV_CONFIGS: dict[str, type[EnvConfig]] = {
-    config.env_id: config for config in (SearchEnvConfig, CodeEnvConfig)
-}
+_CONFIGS: tuple[type[EnvConfig], ...] = (SearchEnvConfig, CodeEnvConfig, *PROBE_CONFIGS)
+ENV_CONFIGS: dict[str, type[EnvConfig]] = {config.env_id: config for config in _CONFIGS}
 """Env id -> the config class its settings build."""
 
 ENV_ENTRY_POINTS: dict[str, str] = {
     SearchEnvConfig.env_id: "agentflow_env.envs.env:AgentFlowEnv",
     CodeEnvConfig.env_id: "agentflow_env.envs.code:make_code_env",
+    **{
+        config.env_id: f"agentflow_env.envs.probes:make_{config.probe}_env"
+        for config in PROBE_CONFIGS
+    },
 }
 
 

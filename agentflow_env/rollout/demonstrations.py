@@ -1,9 +1,10 @@
 """Expert trajectories exported as supervised fine-tuning data, token-exact.
 
-The expert planner (``planners.ExpertPlanner``) follows each task's gold plan. Its actions are
-given to the environment as token ids ending with the end-of-turn token, exactly as a model
-would emit them, so every exported record holds the prompt the planner saw and the completion
-it should produce:
+The expert planner (``planners.ExpertPlanner``) follows each task's gold plan; any other
+demonstrator (``demonstration_episode``; the probes' random ones, ``rollout.probes``) is recorded
+the same way. Its actions are given to the environment as token ids ending with the end-of-turn
+token, exactly as a model would emit them, so every exported record holds the prompt the
+planner saw and the completion it should produce:
 
 - ``prompt`` / ``completion``: text (TRL's prompt-completion format; the completion ends with the
   end-of-turn token, so TRL adds nothing). In flat observation mode the prompt of turn k is the
@@ -14,7 +15,7 @@ it should produce:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -80,6 +81,14 @@ def flat_env(**env_kwargs: Any) -> AgentFlowEnv:
 
 def expert_episode(env: AgentFlowEnv, seed: int, style: ActionStyle = "minimal") -> DemoEpisode:
     """Run the expert on ``env`` (flat mode) from ``reset(seed=seed)`` and record every turn."""
+    return demonstration_episode(env, seed, lambda current: expert_action_text(current, style))
+
+
+def demonstration_episode(
+    env: AgentFlowEnv, seed: int, act: Callable[[AgentFlowEnv], str]
+) -> DemoEpisode:
+    """Run the demonstrator ``act`` (the next action's text for the env's current state) on
+    ``env`` (flat mode) from ``reset(seed=seed)`` and record every turn."""
     if not env.observations.grows:
         raise ValueError("demonstrations need observation_mode='flat' (exact growing prompts)")
     tokenizer = env.tokenizer
@@ -88,7 +97,7 @@ def expert_episode(env: AgentFlowEnv, seed: int, style: ActionStyle = "minimal")
     messages = [dict(m) for m in _session(env).messages()]
     turns: list[DemoTurn] = []
     while True:
-        text = expert_action_text(env, style)
+        text = act(env)
         ids = tokenizer.encode(text) + [tokenizer.eos_token_id]
         turns.append(
             DemoTurn(
@@ -172,6 +181,7 @@ __all__ = [
     "ACTION_STYLES",
     "DemoEpisode",
     "DemoTurn",
+    "demonstration_episode",
     "expert_action_text",
     "expert_conversations",
     "expert_demonstrations",

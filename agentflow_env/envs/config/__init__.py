@@ -2,7 +2,8 @@
 
 ``EnvConfig`` holds what every variant shares (tools, frozen modules, reward, episode limits,
 observations); ``SearchEnvConfig`` (``AgentFlow-Search-v0``) and ``CodeEnvConfig``
-(``AgentFlow-Code-v0``) add where their tasks come from. Each field has its help text and its
+(``AgentFlow-Code-v0``) add where their tasks come from, and the probe configs
+(``AgentFlow-Probe-*-v0``, ``probes.py``) their probe tasks. Each field has its help text and its
 section in ``metadata``; mode-like settings are ``Literal`` types. ``__post_init__`` checks every
 field against its type, choices and bounds, then the rules between fields, so a config that
 exists is valid (change one with ``updated`` or ``dataclasses.replace``, which check again).
@@ -50,23 +51,37 @@ from agentflow_env.envs.config.cli_options import (
     settings_from_args,
 )
 from agentflow_env.envs.config.fields import UnknownSettingError, setting
+from agentflow_env.envs.config.probes import (
+    PROBE_CONFIGS,
+    CopyingProbeConfig,
+    DelayedCreditProbeConfig,
+    ProbeEnvConfig,
+    StopProbeConfig,
+    ToolChoiceProbeConfig,
+)
 from agentflow_env.envs.config.shared import EnvConfig
 from agentflow_env.envs.config.variants import CodeEnvConfig, SearchEnvConfig
 
 __all__ = [
     "CODE_TOOLS",
     "DEFAULT_TOOLS",
+    "PROBE_CONFIGS",
     "SECTIONS",
     "CodeEnvConfig",
     "CodeKind",
+    "CopyingProbeConfig",
+    "DelayedCreditProbeConfig",
     "EnvConfig",
     "ModuleBackend",
     "ObservationMode",
+    "ProbeEnvConfig",
     "PromptStyle",
     "RewardName",
     "SearchEnvConfig",
     "SearchKind",
     "Split",
+    "StopProbeConfig",
+    "ToolChoiceProbeConfig",
     "UnknownSettingError",
     "WorldSize",
     "add_config_arguments",

@@ -138,10 +138,15 @@ def _shown(value: Any, meta: Mapping[str, Any]) -> str | None:
 
 
 def _per_variant(values: Mapping[str, str | None]) -> str | None:
-    """One text when every variant agrees, else ``text on variant; ...``."""
+    """One text when every variant agrees, else ``text on variant, variant; ...`` (the variants
+    that share a text named together, in order)."""
     if len(set(values.values())) == 1:
         return next(iter(values.values()))
-    return "; ".join(f"{text} on {env_id}" for env_id, text in values.items() if text is not None)
+    groups: dict[str, list[str]] = {}
+    for env_id, text in values.items():
+        if text is not None:
+            groups.setdefault(text, []).append(env_id)
+    return "; ".join(f"{text} on {', '.join(env_ids)}" for text, env_ids in groups.items())
 
 
 def add_config_arguments(
