@@ -56,10 +56,10 @@ _KEYS = ("sft_demos", "sft_steps", "grpo_steps", "grpo_lr", "max_action_tokens")
 DEFAULTS: dict[str, dict[str, Any]] = {
     probe: dict(zip(_KEYS, values, strict=True))
     for probe, values in {
-        "tool_choice": (1000, 150, 40, 3e-4, 24),
-        "stop": (1000, 150, 60, 5e-4, 16),
-        "delayed_credit": (1000, 150, 60, 3e-4, 24),
-        "copying": (2000, 600, 40, 5e-4, 32),
+        "tool_choice": (1000, 150, 60, 3e-4, 24),
+        "stop": (1000, 150, 150, 5e-4, 16),
+        "delayed_credit": (1000, 400, 60, 3e-4, 24),
+        "copying": (2000, 1200, 60, 5e-4, 32),
     }.items()
 }
 """Per-probe defaults of the options given as ``None`` on the command line (``_KEYS``; a whole

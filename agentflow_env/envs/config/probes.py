@@ -94,7 +94,7 @@ class ToolChoiceProbeConfig(ProbeEnvConfig):
 class StopProbeConfig(ProbeEnvConfig):
     """``AgentFlow-Probe-Stop-v0``: the first drawer's code is confirmed after 1 to
     ``max_turns - 1`` openings and lost on one more; the planner must finish right after it is
-    confirmed (``StopSource``)."""
+    confirmed (``StopSource``). An invalid action costs the whole reward (``lambda_errors``)."""
 
     env_id: ClassVar[str] = "AgentFlow-Probe-Stop-v0"
     probe: ClassVar[str] = "stop"
@@ -102,6 +102,10 @@ class StopProbeConfig(ProbeEnvConfig):
     tools: Sequence[str | Mapping[str, Any] | Tool] = tools_setting(DRAWER_TOOLS[:1])
     max_turns: int = _shared("max_turns", 3)
     termination: Termination = _shared("termination", "planner")
+    # Once the code is confirmed, any turn that reads nothing keeps it, and at the turn limit
+    # the generalist answers: without this cost a planner can stall with an invalid action
+    # instead of finishing (a run did, for the last possible reading) and still be paid.
+    lambda_errors: float = _shared("lambda_errors", 1.0)
 
     def check(self) -> None:
         self._need(1, "planner")
