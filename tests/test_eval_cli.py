@@ -81,7 +81,8 @@ def test_eval_refuses_to_overwrite_an_earlier_result(
     assert run_eval(capsys, tmp_path, "--episodes", "2")[0] == 0
     before = (tmp_path / "turns.jsonl").read_bytes()
     assert main(["eval", "--out", str(tmp_path), "--episodes", "2", "--quiet"]) == 2
-    assert "already holds" in capsys.readouterr().err
+    error = capsys.readouterr().err
+    assert "already holds" in error and "--resume" in error
     assert (tmp_path / "turns.jsonl").read_bytes() == before
 
 

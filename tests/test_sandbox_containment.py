@@ -1,6 +1,7 @@
 """What sandboxed code must not reach on the host: unix path sockets, System V and POSIX IPC,
-files in /tmp and /dev/shm. Each case checks the host side after the call (a listener that got
-nothing, no new IPC object, no file left), not only what the sandboxed code printed.
+files in /tmp and /dev/shm, other processes' command lines. Each case checks the host side after
+the call (a listener that got nothing, no new IPC object, no file left) or plants what must not
+be seen (a host process with a secret), not only what the sandboxed code printed.
 
 ``tests/test_sandbox_unprivileged.py`` runs these cases again as an unprivileged user.
 """
@@ -11,21 +12,32 @@ import asyncio
 import contextlib
 import ctypes
 import errno
+import json
 import os
 import random
 import shutil
 import socket
+import subprocess
 import tempfile
 import uuid
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from agentflow_env.tools.base import ToolContext, ToolResult
 from agentflow_env.tools.python_tool import PythonTool
 from agentflow_env.tools.runner import run_tool
-from agentflow_env.tools.sandbox import SandboxLimits, SandboxSupport, sandbox_support
+from agentflow_env.tools.sandbox import (
+    MIB,
+    SandboxLimits,
+    SandboxResult,
+    SandboxSupport,
+    run_python,
+    sandbox_support,
+)
 from agentflow_env.tools.sandbox.namespaces import shared_dirs
 
 LIMITS = SandboxLimits(timeout_s=5.0, cpu_s=5)
@@ -246,3 +258,91 @@ def test_files_in_tmp_and_dev_shm_do_not_outlive_the_call(tool: PythonTool) -> N
     assert f"wrote /tmp/agentflow-leak-{tag}" in result.output
     # ...but nothing it wrote there is on the host afterwards.
     assert left == []
+
+
+# Walks /proc as model code probing for secrets would; reports what it read, and itself.
+_WALK_PROC = """
+import json, os
+seen = {}
+for pid in os.listdir('/proc'):
+    if pid.isdigit():
+        seen[pid] = {}
+        for part in ('cmdline', 'environ', 'status'):
+            try:
+                with open(f'/proc/{pid}/{part}', 'rb') as handle:
+                    seen[pid][part] = handle.read().decode('utf-8', 'replace')
+            except OSError as error:
+                seen[pid][part] = type(error).__name__
+print(json.dumps({'pid': os.getpid(), 'self': os.readlink('/proc/self'), 'seen': seen}))
+"""
+
+
+@contextlib.contextmanager
+def host_process_with_secrets() -> Iterator[tuple[str, str]]:
+    """A host process with a secret in its command line and environment, and a unique name:
+    like a trainer started with ``--api-key=...``."""
+    secret = f"SECRET-MARKER-{uuid.uuid4().hex}"
+    name = f"sbx{uuid.uuid4().hex[:12]}"
+    code = (
+        "import ctypes, time\n"
+        f"ctypes.CDLL(None).prctl(15, {name.encode()!r}, 0, 0, 0)  # PR_SET_NAME\n"
+        "print('ready', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    process = subprocess.Popen(
+        [support().interpreter, "-S", "-c", code, f"--api-key={secret}"],
+        env={"AGENTFLOW_TEST_SECRET": secret},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+    )
+    try:
+        assert process.stdout is not None and process.stdout.readline() == b"ready\n"
+        yield secret, name
+    finally:
+        process.kill()
+        process.wait()
+
+
+def walk_proc() -> tuple[SandboxResult, dict[str, Any], str, str]:
+    """What sandboxed code reads in /proc while a host process holds a secret: the result, its
+    report, the secret and that process's name."""
+    limits = replace(LIMITS, max_output_bytes=16 * MIB)  # all of the host's /proc, maybe
+    with host_process_with_secrets() as (secret, name):
+        result = asyncio.run(run_python(_WALK_PROC, limits))
+    assert result.ok, result
+    report = json.loads(result.stdout)
+    # It runs as usual: it prints, imports the standard library, sees itself in /proc.
+    own = str(report["pid"])
+    assert report["self"] == own and "python" in report["seen"][own]["cmdline"]
+    return result, report, secret, name
+
+
+def assert_other_processes_hidden(
+    result: SandboxResult, report: dict[str, Any], *found: str
+) -> None:
+    """Nothing of ``found`` nor the caller's own command line was read; the only other process
+    it sees is its PID namespace's init."""
+    assert not [text for text in found if text in result.stdout]
+    with open("/proc/self/cmdline", "rb") as handle:
+        ours = handle.read().decode("utf-8", "replace")
+    seen = report["seen"]
+    assert ours not in [entry["cmdline"] for entry in seen.values()]  # the caller, a trainer
+    others = set(seen) - {str(report["pid"])}
+    assert others <= {"1"}, sorted(others)
+    if others:
+        assert "# agentflow-sandbox-init" in seen["1"]["cmdline"]
+
+
+def test_other_processes_command_lines_are_hidden() -> None:
+    """Code walking /proc reads nothing of the host's processes: not a trainer's command line
+    (``--api-key=...``), environment or name, nor ours."""
+    if "processes" in support().not_isolated:
+        # Where the machine refuses both a PID namespace and a hidepid /proc, results say so.
+        result = asyncio.run(run_python("print(1)", LIMITS))
+        assert result.ok and {"pid_namespace", "processes"} <= set(result.not_isolated)
+        pytest.skip("this machine does not grant this layer (processes); the result says so")
+    result, report, secret, name = walk_proc()
+    assert_other_processes_hidden(result, report, secret, name)
+    assert "processes" not in result.not_isolated
+    if "pid_namespace" not in result.not_isolated:
+        assert report["pid"] == 2  # under the namespace's init

@@ -38,8 +38,8 @@ MODULES = (basic_cases, host_cases, degraded_cases, output_cases)
 # What a normal user does not get (docs/sandbox.md, "Weaker modes"): these cases skip there.
 SKIPPED_FOR_A_NORMAL_USER = {
     "test_writing_outside_the_temp_dir_fails",  # it may write wherever that user may
-    "test_killing_the_parent_fails",  # same uid: it may signal the parent
-    "test_daemonized_children_are_killed",  # no uid to sweep by
+    "test_killing_the_parent_fails",  # same uid: it may signal it, unless in a PID ns
+    "test_daemonized_children_are_killed",  # no uid to sweep by, unless in a PID ns
     "test_fork_bomb_that_ignores_errors_stays_under_the_limit",  # per-call uids only
 }
 _BATTERY_TIMEOUT_S = 600

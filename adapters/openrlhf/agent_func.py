@@ -195,17 +195,19 @@ class AgentExecutor(MultiTurnAgentExecutor):
             if rollout.session is None or not rollout.session.done:
                 result["reward"] = result["scores"] = 0.0  # the token budget ran out first
             result["extra_logs"] = failures.episode_logs(rollout.session)
-            return dumped(result, sampling_params)
         except AdapterError:
             raise
         except Exception as exc:
             if exc is engine.error:
                 raise
-            return dumped(
-                engine.failure(exc, prompt, label, sampling_params, images), sampling_params
-            )
+            failed = engine.failure(exc, prompt, label, sampling_params, images)
+            self.shared.fail_fast.record(failures.trajectory_failure(rollout.session, exc))
+            return dumped(failed, sampling_params)
         finally:
             _ROLLOUT.reset(token)
+        # A setup that fails every trajectory stops the run here (SystemicFailure).
+        self.shared.fail_fast.record(failures.trajectory_failure(rollout.session))
+        return dumped(result, sampling_params)
 
 
 def dumped(result: dict, sampling_params: Any) -> dict:

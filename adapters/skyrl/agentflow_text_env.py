@@ -14,6 +14,12 @@ env's ids are NOT the trained ids (the env re-encodes the text; SkyRL tokenizes 
 for training on exactly the ids the env recorded, use ``AgentFlowGenerator``
 (``agentflow_generator.py``).
 
+SkyRL's ``generator.max_turns`` (``extras["max_turns"]``) caps the env's turns: the env ends the
+episode there as at its own limit. Each finished trajectory is recorded by the process's fail-fast
+guard (``agentflow_env.rollout.fail_fast``): when the first trajectories all fail the same way,
+``init``, ``step`` or ``close`` raises ``SystemicFailure`` out of SkyRL's generator. The failure
+rate is the env metric ``failed`` (SkyRL logs its mean as ``environment/failed``).
+
 ``step`` blocks until the env's turn is done (tools, frozen modules). Every session runs on one
 background event loop; SkyRL calls ``step`` from its env worker threads when
 ``environment.skyrl_gym.max_env_workers > 0`` (its default, 32). With 0 it calls ``step`` on its
@@ -26,6 +32,7 @@ import logging
 from typing import Any
 
 import skyrl_gym
+from agentflow_sessions import new_session
 from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput
 
 from agentflow_env.rollout import failures
@@ -54,15 +61,18 @@ class AgentFlowTextEnv(BaseTextEnv):
         self.extras = dict(extras or {})
         self.session: Session | None = None
         self.error: str | None = None
+        self.recorded = False
 
     def init(self, prompt: list[dict[str, str]]) -> tuple[list[dict[str, str]], dict[str, Any]]:
         label = self.extras.get("label", prompt)
+        shared = shared_envs()
         try:
-            self.session = shared_envs().new_session(label)
+            self.session = new_session(shared, label, max_turns=self.extras.get("max_turns"))
             observation, _ = sessions.run(self.session.start())
         except Exception as exc:  # the first step ends the episode with reward 0
             failures.warn_failed(logger, exc, 0, label)
             self.error = failures.failure_reason(exc)
+            self.finish()
             return list(prompt), {"error": self.error}
         self.max_turns = self.session.config.max_turns
         return [dict(m) for m in observation.messages], {"task_id": self.session.task.task_id}
@@ -76,10 +86,12 @@ class AgentFlowTextEnv(BaseTextEnv):
         except Exception as exc:
             failures.warn_failed(logger, exc, len(session.turn_records), self.extras.get("label"))
             self.error = failures.failure_reason(exc)
+            self.finish()
             return BaseTextEnvStepOutput(observations=[], reward=0.0, done=True, metadata={})
         self.turns = session.turn
         metadata = {"turn": session.turn, "tool": outcome.info.get("tool")}
         if session.done:
+            self.finish()
             metadata.update(
                 success=bool(outcome.info.get("success")), answer=outcome.info["answer"]
             )
@@ -90,6 +102,16 @@ class AgentFlowTextEnv(BaseTextEnv):
         return BaseTextEnvStepOutput(
             observations=[message], reward=float(outcome.reward), done=False, metadata=metadata
         )
+
+    def finish(self) -> None:
+        """Record the trajectory with the fail-fast guard, once (``SystemicFailure`` propagates)."""
+        if not self.recorded:
+            self.recorded = True
+            shared_envs().fail_fast.record(failures.trajectory_failure(self.session, self.error))
+
+    def close(self) -> None:
+        """SkyRL ends every trajectory here, also one it cut short (its input length)."""
+        self.finish()
 
     def get_metrics(self) -> dict[str, Any]:
         """The episode's numeric logs (``failures.EPISODE_LOG_KEYS``), averaged by SkyRL."""

@@ -54,7 +54,9 @@ if [ ! -f "$EVAL_FILE" ]; then
 fi
 
 # 2. Env configuration, read in SkyRL's generator process (main_agentflow.py passes on every
-# AGENTFLOW_* variable). The env renders prompts with the policy's tokenizer.
+# AGENTFLOW_* variable). The token-exact generator renders with the tokenizer SkyRL loads from
+# trainer.policy.model.path and refuses an AGENTFLOW_TOKENIZER of another vocabulary; the text
+# env (TEXT_ENV=1) gets no tokenizer from SkyRL and renders with this one.
 export AGENTFLOW_TOKENIZER="$POLICY_MODEL"
 export AGENTFLOW_MAX_TURN_TOKENS="$TURN_TOKENS"  # also the env's max_action_tokens
 
@@ -79,7 +81,7 @@ python adapters/skyrl/main_agentflow.py ${MODE[@]+"${MODE[@]}"} \
   trainer.algorithm.kl_loss_coef=0.001 \
   trainer.policy.model.path="$POLICY_MODEL" \
   trainer.policy.optimizer_config.lr=1.0e-6 \
-  trainer.strategy=fsdp2 \
+  trainer.strategy=fsdp \
   trainer.placement.colocate_all=true \
   trainer.placement.policy_num_gpus_per_node="$GPUS_PER_NODE" \
   trainer.placement.ref_num_gpus_per_node="$GPUS_PER_NODE" \

@@ -20,12 +20,13 @@ unknown log-probs NaN). Details: ``examples/trl/README.md``.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
 
-from agentflow_env.rollout import driver, hf_generation, labels, pool, turn_credit
+from agentflow_env.rollout import driver, fail_fast, hf_generation, labels, pool, turn_credit
 from agentflow_env.rollout.spec import DEFAULT_ENV_ID
 from agentflow_env.workflow.credit import CreditMethod
 
@@ -148,10 +149,15 @@ def make_rollout_func(
     ``agentflow_env.workflow.credit``) adds ``token_advantages`` to the output, one value per
     completion token, which ``TurnCreditGRPOTrainer`` (``adapters/trl/turn_credit.py``) uses in
     place of TRL's own advantages; ``monte_carlo`` needs ``value_forks=K`` forked continuations
-    per turn. Groups are the prompts with equal labels within the call."""
+    per turn. Groups are the prompts with equal labels within the call.
+
+    A failed episode is a zero-reward sample; but when the first ``AGENTFLOW_FAIL_FAST`` (16)
+    episodes all fail the same way before any has run, the call raises ``SystemicFailure``
+    naming the reason (``agentflow_env.rollout.fail_fast``): the setup is wrong."""
     user_kwargs = dict(env_kwargs or {})
     if credit == "monte_carlo" and value_forks < 1:
         raise ValueError("credit='monte_carlo' needs value_forks >= 1")
+    guard = fail_fast.FailFast(fail_fast.fail_fast_limit(os.environ), "AgentFlow's TRL rollout")
 
     def rollout_func(prompts: list[Any], trainer: Any) -> dict[str, list]:
         timing: dict[str, float] = {}
@@ -169,6 +175,8 @@ def make_rollout_func(
         )
         if hasattr(trainer, "rollout_timing"):  # AgentFlowGRPOTrainer logs the split
             trainer.rollout_timing = timing
+        for result in results:
+            guard.record(result.failure)
         output = rollout_output(results)
         if credit is not None:
             output["token_advantages"] = turn_credit.token_advantages(prompts, results, credit)
@@ -189,7 +197,7 @@ def rollout_output(results: Sequence[driver.EpisodeResult]) -> dict[str, list]:
         "success": [float(r.success) for r in results],
         "turns": [r.turns for r in results],
         "invalid_actions": [float(r.metrics.get("invalid_actions", 0)) for r in results],
-        "failed": [float(r.failed) for r in results],
+        "failed": [float(r.failure is not None) for r in results],
         "error": [r.error or "" for r in results],
     }
 

@@ -13,15 +13,23 @@ samples each action from exactly those ids, the ids go back to the env verbatim,
 is the env's own flat sample (``agentflow_env.rollout.token_episode``). verl pads prompts and
 responses to ``prompt_length`` / ``response_length`` and never shortens them, so each turn is
 capped at the room left; an episode that runs out of room ends there with reward 0.
+
+verl stacks every row of a batch alike: row 0 decides whether ``rollout_log_probs`` exist, so
+with ``calculate_log_probs`` every row carries log-probs of its own response length (0.0 where
+the server scored nothing); a turn the server aborts (weight sync) is re-issued, never stepped
+empty. After each trajectory the process's ``FailFast`` guard counts it: a setup that fails the
+first ``AGENTFLOW_FAIL_FAST`` trajectories the same way raises ``SystemicFailure`` out of the loop.
 """
 
 from __future__ import annotations
 
+import hashlib
+import itertools
+import json
 import logging
 import time
 from collections.abc import Sequence
 from typing import Any
-from uuid import uuid4
 
 from verl.experimental.agent_loop.agent_loop import (
     AgentLoopBase,
@@ -33,19 +41,53 @@ from verl.experimental.agent_loop.agent_loop import (
 from agentflow_env.rollout import failures
 from agentflow_env.rollout.logprob_check import LogprobSample, dump_samples
 from agentflow_env.rollout.pool import LazySharedEnvs
-from agentflow_env.rollout.token_episode import TokenBudget, TokenEpisode, run_token_episode
+from agentflow_env.rollout.token_episode import (
+    ABORTED,
+    PROMPT_BUDGET,
+    TokenBudget,
+    TokenEpisode,
+    run_token_episode,
+)
 from agentflow_env.workflow.session import Session
 
 AGENT_NAME = "agentflow"
 """The ``agent_name`` of the dataset rows this loop runs."""
 logger = logging.getLogger("agentflow_env.adapters.verl")
 shared_envs = LazySharedEnvs()  # this process's envs and settings, read on first use
+LOGPROB_FILL = 0.0
+"""The rollout log-prob of a response token the server did not score (env feedback, a failure
+sample's filler, a turn returned without log-probs): verl's own padding value."""
+ABORTED_RETRIES = 2
+"""How many times a turn the server aborted is re-issued before the trajectory ends."""
+RETRY_DELAY_S = 1.0
+"""Seconds before the first re-issue (then twice that): a paused server parks or re-routes it."""
+trajectory_numbers = itertools.count()  # only for rows without verl's ``priority``
+_unscored_warned = [False]
 
 
 def task_label(fields: dict[str, Any]) -> Any:
     """The task a dataset row names: its ``label`` column, else its prompt's last message."""
     label = fields.get("label")
     return label if label is not None else list(fields.get("raw_prompt") or [])
+
+
+def request_id(fields: dict[str, Any], label: Any) -> str:
+    """One id per trajectory (verl routes its turns to one server by it, and under
+    ``full_determinism`` hands it to vLLM), derived from the row so a rerun uses the same ids.
+
+    verl's manager numbers the rows of a batch (``priority``), n rollouts included, so with the
+    row's ``index`` and label it is unique per trajectory; a row without it gets this process's
+    trajectory number instead."""
+    priority = fields.get("priority")
+    key = [_plain(fields.get("index")), _plain(label)]
+    key.append(_plain(priority) if priority is not None else f"n{next(trajectory_numbers)}")
+    digest = hashlib.sha256(json.dumps(key, default=str).encode()).hexdigest()[:32]
+    return f"agentflow-{digest}"
+
+
+def _plain(value: Any) -> Any:
+    """A numpy scalar or array (how verl hands row fields over) as plain Python."""
+    return value.tolist() if hasattr(value, "tolist") else value
 
 
 @register(AGENT_NAME)
@@ -61,33 +103,52 @@ class AgentFlowAgentLoop(AgentLoopBase):
             prompt=rollout.prompt_length,
             turn=shared.config.max_turn_tokens,
         )
-        request_id = uuid4().hex  # one per trajectory: verl routes its turns to one server
+        trajectory = request_id(kwargs, label)
         seconds = [0.0]
 
         async def generate(
             prompt_ids: list[int], max_tokens: int
-        ) -> tuple[Sequence[int], Sequence[float] | None]:
+        ) -> tuple[Sequence[int], Sequence[float] | None, str | None]:
             started = time.perf_counter()
             output = await self.server_manager.generate(
-                request_id=request_id,
+                request_id=trajectory,
                 prompt_ids=prompt_ids,
                 sampling_params={**sampling_params, "max_tokens": max_tokens},
             )
             seconds[0] += time.perf_counter() - started
-            return output.token_ids, output.log_probs
+            return output.token_ids, output.log_probs, getattr(output, "stop_reason", None)
 
         def new_session() -> Session:
             return shared.pool.new_session(shared.config.plan(label), self.tokenizer)
 
-        filler = failures.filler_token_id(self.tokenizer)
-        episode = await run_token_episode(
-            new_session, generate, budget, filler=filler, log=logger, label=label
-        )
         logprobs = bool(sampling_params.get("logprobs"))
+        episode = await run_token_episode(
+            new_session,
+            generate,
+            budget,
+            filler=failures.filler_token_id(self.tokenizer),
+            log=logger,
+            label=label,
+            aborted_retries=ABORTED_RETRIES,
+            retry_delay=RETRY_DELAY_S,
+            logprob_fill=LOGPROB_FILL if logprobs else None,
+        )
+        failure = failures.trajectory_failure(episode.session, episode.error)
+        if episode.end not in (ABORTED, PROMPT_BUDGET):  # not the env's doing: not counted
+            shared.fail_fast.record(failure)  # raises SystemicFailure: it stops the job
+        if episode.unscored and not _unscored_warned[0]:
+            _unscored_warned[0] = True
+            logger.warning(
+                "verl's server returned sampled tokens without log-probs (%d in one trajectory); "
+                "they carry %s in rollout_log_probs (counted in reward extra info "
+                "'unscored_tokens'; this warning is logged once per process)",
+                episode.unscored,
+                LOGPROB_FILL,
+            )
         if logprobs:
             temperature = sampling_params.get("temperature")
             dump_samples(lambda: check_samples(episode, temperature, rollout.temperature), logger)
-        return to_output(episode, seconds[0], logprobs)
+        return to_output(episode, seconds[0], logprobs, failed=failure is not None)
 
 
 def check_samples(episode: TokenEpisode, temperature: Any, training: Any) -> list[LogprobSample]:
@@ -95,7 +156,7 @@ def check_samples(episode: TokenEpisode, temperature: Any, training: Any) -> lis
     none when it was sampled at another temperature than training's (greedy validation)."""
     if temperature != training:
         return []
-    if episode.response_logprobs is None:
+    if episode.response_logprobs is None or episode.unscored:
         raise ValueError("the server returned no log-probs for some turn")
     return [
         LogprobSample.build(
@@ -108,20 +169,37 @@ def check_samples(episode: TokenEpisode, temperature: Any, training: Any) -> lis
     ]
 
 
-def to_output(episode: TokenEpisode, generate_seconds: float, logprobs: bool) -> AgentLoopOutput:
+def to_output(
+    episode: TokenEpisode, generate_seconds: float, logprobs: bool, failed: bool = False
+) -> AgentLoopOutput:
     """verl's output for one episode: the reward on the last response token (``reward_score``),
-    the episode's numeric logs as reward extra info (same keys on every row)."""
+    the episode's numeric logs as reward extra info (same keys on every row), with ``failed``
+    (the ``env/failed`` rate: verl averages reward extra info in validation and writes it with
+    each sample to ``trainer.rollout_data_dir``), the server's turn ends (``turns_stop``,
+    ``turns_length``, ``turns_aborted``), ``unscored_tokens`` and ``env_seconds``. The env's time
+    also goes where verl 0.9.1 times the work between generations (``tool_calls``), so it is
+    logged as ``agent_loop/tool_calls/*`` beside ``agent_loop/generate_sequences/*``."""
+    response_logprobs = None
+    if logprobs:  # every row: verl builds rollout_log_probs only if row 0 has them
+        response_logprobs = list(episode.response_logprobs or [])
+        width = len(episode.response_ids)
+        response_logprobs = (response_logprobs + [LOGPROB_FILL] * width)[:width]
+    extra = {
+        **episode.logs,
+        "failed": float(failed),
+        **{f"turns_{end}": float(count) for end, count in episode.turn_ends.items()},
+        "unscored_tokens": float(episode.unscored),
+        "env_seconds": episode.env_seconds,
+    }
     return AgentLoopOutput(
         prompt_ids=episode.prompt_ids,
         response_ids=episode.response_ids,
         response_mask=episode.response_mask,
-        response_logprobs=episode.response_logprobs if logprobs else None,
+        response_logprobs=response_logprobs,
         reward_score=episode.reward,
         num_turns=2 * episode.turns,  # actions and the feedback between them, as verl counts
-        metrics=AgentLoopMetrics(generate_sequences=generate_seconds),
-        extra_fields={
-            "turn_scores": [],
-            "tool_rewards": [],
-            "reward_extra_info": dict(episode.logs),
-        },
+        metrics=AgentLoopMetrics(
+            generate_sequences=generate_seconds, tool_calls=episode.env_seconds
+        ),
+        extra_fields={"turn_scores": [], "tool_rewards": [], "reward_extra_info": extra},
     )

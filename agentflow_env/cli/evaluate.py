@@ -1,13 +1,15 @@
 """``agentflow-env eval`` and ``agentflow-env ablate``: concurrent episodes, diagnostics with 95%
-confidence intervals, a trajectory log and summary files in a fresh output folder."""
+confidence intervals, a trajectory log and summary files in a fresh output folder (or, with
+``--resume``, the folder of an interrupted run, which gets only its missing episodes)."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import json
+import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,22 +23,29 @@ from agentflow_env.cli.eval_suites import (
     suite_note,
 )
 from agentflow_env.cli.planners import (
+    RUN_DEFAULTS,
     add_env_and_planner_arguments,
     local_planner,
     make_env,
     planner_endpoint,
     planner_errors,
 )
+from agentflow_env.envs.config import settings_from_args
 from agentflow_env.envs.env import AgentFlowEnv
+from agentflow_env.envs.registration import config_class
 from agentflow_env.evaluation.ablations import parse_variant, write_ablation_results
-from agentflow_env.evaluation.metrics import format_table
+from agentflow_env.evaluation.metrics import format_table, summarize_diagnostics
 from agentflow_env.evaluation.output import (
     EPISODES,
     SUMMARY,
     TURN_LOG,
+    UNSET,
     EpisodeRows,
     OutputExistsError,
-    prepare_output_dir,
+    ResumeError,
+    SettingsMismatchError,
+    resume_output_dir,
+    start_output_dir,
     write_json,
 )
 from agentflow_env.evaluation.plots import INSTALL_HINT
@@ -73,6 +82,12 @@ def _add_common(parser: argparse.ArgumentParser, episodes_help: str = "") -> tup
         help="skip success by turn budget (it costs one generalist call per shorter budget)",
     )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="finish the interrupted run in --out: keep its finished episodes, run only the "
+        "missing ones (its settings must be the same) and summarise them all",
+    )
     return add_env_and_planner_arguments(parser)
 
 
@@ -84,7 +99,9 @@ def add_eval_commands(commands: Any) -> None:
         "published suite's episodes: --suite), many episodes at once; writes OUT/turns.jsonl, "
         "OUT/episodes.jsonl and OUT/summary.json.",
     )
-    evaluation.add_argument("--out", help="a new folder for the results (required)")
+    evaluation.add_argument(
+        "--out", help="a new folder for the results (required; with --resume, an interrupted run's)"
+    )
     settings = _add_common(evaluation, "; with --suite, the whole suite")
     add_suite_arguments(evaluation)
     evaluation.set_defaults(handler=_eval_command, env_settings=settings)
@@ -96,7 +113,11 @@ def add_eval_commands(commands: Any) -> None:
         "the base options); writes OUT/results.md, OUT/results.json, OUT/ablation.png and the "
         "runs' turn log.",
     )
-    ablate.add_argument("--out", required=True, help="a new folder for the results")
+    ablate.add_argument(
+        "--out",
+        required=True,
+        help="a new folder for the results (with --resume, an interrupted run's)",
+    )
     ablate.add_argument(
         "--variant",
         action="append",
@@ -141,15 +162,27 @@ def _run(
     rows: EpisodeRows,
     shared: dict[str, Any],
     seeds: Sequence[int] | None = None,
+    done: Sequence[Mapping[str, Any]] = (),
 ) -> EvalResult:
-    """One evaluation: episodes ``args.seed + i``, or one per seed of ``seeds``."""
+    """One evaluation: episodes ``args.seed + i``, or one per seed of ``seeds``; the episodes
+    of ``run`` among ``done`` (a resumed folder's rows) are kept, not run again."""
+    total = len(seeds) if seeds is not None else args.episodes
+    kept = {row["index"]: row for row in done if row.get("run") == run and row["index"] < total}
+    missing = [index for index in range(total) if index not in kept]
+    if not missing:
+        return _combined(kept.values(), [])
     env = make_env(args, dict(overrides)).unwrapped
     if not isinstance(env, AgentFlowEnv):
         env.close()
         raise UsageError(f"--env {args.env} is not an AgentFlow environment")
-    finished: list[bool] = []
-    total = len(seeds) if seeds is not None else args.episodes
-    bar = tqdm(total=total, desc=run or args.planner, disable=args.quiet, file=sys.stderr)
+    finished = [bool(row["diagnostics"].get("success")) for row in kept.values()]
+    bar = tqdm(
+        total=total,
+        initial=len(kept),
+        desc=run or args.planner,
+        disable=args.quiet,
+        file=sys.stderr,
+    )
 
     def progress(row: Mapping[str, Any]) -> None:
         rows.write({"run": run, **row})
@@ -158,7 +191,7 @@ def _run(
         bar.set_postfix(success=f"{sum(finished) / len(finished):.0%}")
 
     try:
-        return evaluate(
+        result = evaluate(
             env,
             _planner_factory(args, env, shared),
             episodes=None if seeds is not None else args.episodes,
@@ -169,20 +202,121 @@ def _run(
             run=run,
             budget_curve=not args.no_budget_curve,
             progress=progress,
+            indices=missing if kept else None,
         )
     except planner_errors(args.planner) as error:
         raise UsageError(f"the planner's endpoint failed: {clip(str(error))}") from error
     finally:
         bar.close()
         env.close()
+    return _combined(kept.values(), result.rows) if kept else result
 
 
-def _outputs(args: argparse.Namespace) -> tuple[Path, TurnLog, EpisodeRows]:
+def _combined(kept: Iterable[Mapping[str, Any]], new: Sequence[Mapping[str, Any]]) -> EvalResult:
+    """A resumed run's rows and summary, as one uninterrupted run gives them: in episode order
+    (the bootstrap intervals depend on it)."""
+    rows = sorted(
+        ({k: v for k, v in row.items() if k != "run"} for row in [*kept, *new]),
+        key=lambda row: row["index"],
+    )
+    return EvalResult(rows, summarize_diagnostics([row["diagnostics"] for row in rows]))
+
+
+def _outputs(
+    args: argparse.Namespace, settings: Mapping[str, Any]
+) -> tuple[Path, TurnLog, EpisodeRows, list[dict[str, Any]]]:
+    """The output folder (fresh, or resumed with its finished episodes' rows)."""
+    done: list[dict[str, Any]] = []
     try:
-        folder = prepare_output_dir(args.out)
+        if args.resume:
+            resumed = resume_output_dir(args.out, settings)
+            folder, done = resumed.folder, resumed.rows
+            if done or resumed.torn_lines or resumed.dropped_turn_lines:
+                notes = [f"kept {len(done)} finished episodes"]
+                if resumed.torn_lines:
+                    notes.append(f"dropped {resumed.torn_lines} cut-off line")
+                if resumed.dropped_turn_lines:
+                    notes.append(
+                        f"dropped {resumed.dropped_turn_lines} turn-log lines of unfinished "
+                        "episodes"
+                    )
+                print(f"resuming {folder}: {', '.join(notes)}", file=sys.stderr)
+        else:
+            folder = start_output_dir(args.out, settings)
     except OutputExistsError as error:
-        raise UsageError(f"--out {error}") from error
-    return folder, TurnLog(folder / TURN_LOG), EpisodeRows(folder / EPISODES)
+        hint = "; add --resume to finish the run it holds" if error.taken else ""
+        raise UsageError(f"--out {error}{hint}") from error
+    except SettingsMismatchError as error:
+        command = [d for d in error.differences if d[0] == ("command",)]
+        raise UsageError(
+            f"--resume: {args.out} holds a run with other settings: "
+            f"{'; '.join(_difference(*d) for d in command or error.differences)}; give the "
+            "same settings as that run, or a new --out"
+        ) from error
+    except ResumeError as error:
+        raise UsageError(f"--resume: {error}") from error
+    return folder, TurnLog(folder / TURN_LOG), EpisodeRows(folder / EPISODES), done
+
+
+_LABELS = {
+    ("command",): "the command",
+    ("suite_fingerprint",): "the suite's fingerprint",
+}
+
+
+def _difference(path: tuple[str, ...], before: Any, now: Any) -> str:
+    """``--hops 2 (now 3)``: a setting as its option, the folder's value and this command's."""
+    if path in _LABELS:
+        label = _LABELS[path]
+    elif path[0] == "variants" and len(path) > 1:
+        label = f"--variant {path[1]}"
+    else:
+        label = "--" + path[-1].replace("_", "-")
+
+    def shown(value: Any) -> str:
+        return "unset" if value is UNSET else clip(json.dumps(value), 80)
+
+    return f"{label} {shown(before)} (now {shown(now)})"
+
+
+def _env_settings(args: argparse.Namespace, overrides: Mapping[str, Any]) -> Any:
+    """The env's settings as the run will build them, every one (defaults included, so that
+    spelling a default out or leaving it implicit is the same run)."""
+    kwargs = settings_from_args(args, args.env_settings)
+    kwargs.update(overrides)
+    if "dataset" not in kwargs:
+        kwargs = {**RUN_DEFAULTS, **kwargs}
+    config = config_class(args.env)
+    if config is not None:
+        try:
+            return config.from_kwargs(**kwargs).to_dict()
+        except (ValueError, TypeError):  # reported when the env is built
+            pass
+    return kwargs
+
+
+def _run_settings(args: argparse.Namespace, overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """What ``settings.json`` records: everything that decides which episodes run and how, not
+    how fast (``--concurrency``) or where the endpoint is (``--base-url``)."""
+    settings: dict[str, Any] = {
+        "command": args.command,
+        "env": args.env,
+        "planner": args.planner,
+        "episodes": args.episodes,
+        "seed": args.seed,
+        "no_budget_curve": args.no_budget_curve,
+    }
+    if args.planner == "openai":
+        settings["model"] = (
+            args.model
+            or os.environ.get("AGENTFLOW_PLANNER_MODEL")
+            or os.environ.get("AGENTFLOW_LLM_MODEL")
+        )
+        settings["temperature"] = args.temperature
+    if args.planner.startswith("hf:"):
+        settings["sample"] = args.sample
+    settings["env_settings"] = _env_settings(args, overrides)
+    return settings
 
 
 def _with_defaults(args: argparse.Namespace) -> None:
@@ -200,15 +334,21 @@ def _eval_command(args: argparse.Namespace) -> int:
     suite_run = plan_suite_run(args) if args.suite else None
     if suite_run is None:
         _with_defaults(args)
-    folder, log, rows = _outputs(args)
+    settings = _run_settings(args, suite_run.env_kwargs if suite_run is not None else {})
+    if suite_run is not None:
+        settings["suite"] = suite_run.suite.name
+        settings["suite_fingerprint"] = suite_run.suite.fingerprint
+    folder, log, rows, done = _outputs(args, settings)
     try:
         if suite_run is None:
-            result = _run(args, {}, None, log, rows, {})
+            result = _run(args, {}, None, log, rows, {}, done=done)
         else:
             note = suite_note(suite_run)
             if note:
                 print(note, file=sys.stderr)
-            result = _run(args, suite_run.env_kwargs, None, log, rows, {}, suite_run.seeds)
+            result = _run(
+                args, suite_run.env_kwargs, None, log, rows, {}, suite_run.seeds, done=done
+            )
     finally:
         log.close()
         rows.close()
@@ -244,12 +384,13 @@ def _variants(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
 def _ablate_command(args: argparse.Namespace) -> int:
     _with_defaults(args)
     variants = _variants(args)
-    folder, log, rows = _outputs(args)
+    recorded = {**_run_settings(args, {}), "variants": variants}
+    folder, log, rows, done = _outputs(args, recorded)
     summaries: dict[str, dict[str, Any]] = {}
     shared: dict[str, Any] = {}
     try:
         for name, settings in variants.items():
-            summaries[name] = _run(args, settings, name, log, rows, shared).summary
+            summaries[name] = _run(args, settings, name, log, rows, shared, done=done).summary
     finally:
         log.close()
         rows.close()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -99,11 +99,13 @@ async def evaluate_async(
     run: str | None = None,
     budget_curve: bool = True,
     progress: Progress | None = None,
+    indices: Collection[int] | None = None,
 ) -> EvalResult:
     """Run ``episodes`` episodes, ``concurrency`` at a time; rows come back in episode order.
 
     Episode ``i`` has seed ``seed + i``, or ``seeds[i]`` when ``seeds`` are given (then
-    ``episodes`` is their number, or left out).
+    ``episodes`` is their number, or left out). ``indices`` runs only those episodes, exactly as
+    a whole run would run them (a resumed evaluation's missing ones); rows and summary are theirs.
 
     ``budget_curve`` adds each episode's success by turn budget (one generalist call per budget
     below the episode's length: free with rule modules, LLM requests with LLM modules). A planner
@@ -119,6 +121,10 @@ async def evaluate_async(
         raise ValueError("give episodes or seeds")
     if not episode_seeds or concurrency < 1:
         raise ValueError("episodes and concurrency must be positive")
+    chosen = range(len(episode_seeds)) if indices is None else sorted(set(indices))
+    outside = [i for i in chosen if not 0 <= i < len(episode_seeds)]
+    if outside:
+        raise ValueError(f"indices {outside[:5]} are outside the {len(episode_seeds)} episodes")
     limit = asyncio.Semaphore(concurrency)
 
     async def one(index: int) -> dict[str, Any]:
@@ -130,7 +136,7 @@ async def evaluate_async(
             progress(row)
         return row
 
-    rows = list(await asyncio.gather(*(one(i) for i in range(len(episode_seeds)))))
+    rows = list(await asyncio.gather(*(one(i) for i in chosen)))
     summary = summarize_diagnostics([row["diagnostics"] for row in rows])
     return EvalResult(rows, summary)
 

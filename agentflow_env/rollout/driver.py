@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentflow_env.envs.env import AgentFlowEnv
-from agentflow_env.rollout.failures import filler_token_id
+from agentflow_env.rollout.failures import filler_token_id, trajectory_failure
 from agentflow_env.rollout.labels import EpisodePlan, plan_episode
 from agentflow_env.rollout.pool import EnvPool
 from agentflow_env.rollout.spec import DEFAULT_ENV_ID, TaskSpecError
@@ -143,9 +143,13 @@ class EpisodeResult:
     action_lengths: list[int] = field(default_factory=list)
     feedback_lengths: list[int] = field(default_factory=list)
     turn_values: list[float | None] | None = None
+    failure: str | None = None
+    """Why the episode counts as failed (``failures.trajectory_failure``: it raised, ended on a
+    frozen module's error, or every tool call met a broken service), else ``None``."""
 
     @property
     def failed(self) -> bool:
+        """Whether the episode raised (a zero-reward placeholder sample)."""
         return self.error is not None
 
 
@@ -392,6 +396,7 @@ def _result(env: AgentFlowEnv, reward: float, info: Mapping[str, Any]) -> Episod
         turn_shaping=[t.shaping for t in trajectory.turns],
         action_lengths=[len(t.action_ids) for t in trajectory.turns],
         feedback_lengths=[len(t.feedback_ids) for t in trajectory.turns],
+        failure=trajectory_failure(env.session),
     )
 
 
@@ -423,6 +428,7 @@ def _fail(episode: _Episode, stage: str, exc: BaseException, run: _Run) -> None:
         end_reason="error",
         metrics={},
         error=reason,
+        failure=reason,
     )
 
 

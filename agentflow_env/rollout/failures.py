@@ -14,6 +14,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from agentflow_env.workflow.outcome import EndReason
 from agentflow_env.workflow.session import Session
 
 
@@ -55,6 +56,7 @@ EPISODE_LOG_KEYS = (
     "success",
     "budget_exhausted",
     "error",
+    "failed",
 )
 """The numeric logs of every sample, failed or not (trainers stack them across samples)."""
 
@@ -62,7 +64,9 @@ EPISODE_LOG_KEYS = (
 def episode_logs(session: Session | None, error: bool = False) -> dict[str, float]:
     """Numeric per-trajectory logs, always the keys ``EPISODE_LOG_KEYS``: the session's metrics,
     ``success`` (only of an episode that ended and did not fail), ``budget_exhausted`` (the
-    trainer's token budget ran out before the episode ended) and ``error``."""
+    trainer's token budget ran out before the episode ended), ``error`` (the trajectory raised)
+    and ``failed`` (it raised, or ``trajectory_failure`` finds its episode failed: the rate a
+    trainer logs as ``env/failed``)."""
     metrics = session.metrics.as_dict() if session is not None else {}
     logs = {key: float(metrics.get(key, 0.0)) for key in EPISODE_LOG_KEYS}
     done = session is not None and session.done
@@ -71,7 +75,32 @@ def episode_logs(session: Session | None, error: bool = False) -> dict[str, floa
     logs["success"] = float(success and not error)
     logs["budget_exhausted"] = float(not done and not error)
     logs["error"] = float(error)
+    logs["failed"] = float(error or trajectory_failure(session) is not None)
     return logs
+
+
+def trajectory_failure(
+    session: Session | None = None, error: BaseException | str | None = None
+) -> str | None:
+    """Why a finished trajectory counts as failed, as one line, or ``None`` when it ran.
+
+    ``error``: the exception (or its one-line reason) that ended the trajectory. Without one, a
+    trajectory also failed when its episode ended on a frozen module's error, or when every tool
+    call it made failed because the tool's service is broken (``ToolResult.service_broken``)."""
+    if isinstance(error, BaseException):
+        return failure_reason(error)
+    if error:
+        return str(error)
+    if session is None:
+        return None
+    outcome = session.outcome
+    if outcome is not None and outcome.end_reason == EndReason.MODULE_ERROR:
+        first = outcome.module_errors[0] if outcome.module_errors else "no error text"
+        return f"module error: {first}"
+    broken, calls = session.service_errors, session.metrics.tool_calls
+    if broken and len(broken) >= calls:
+        return f"every tool call failed: {broken[0]}"
+    return None
 
 
 def failure_reason(exc: BaseException) -> str:
@@ -111,4 +140,5 @@ __all__ = [
     "episode_logs",
     "failure_reason",
     "filler_token_id",
+    "trajectory_failure",
 ]

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentflow_env.rollout.fail_fast import DEFAULT_FAIL_FAST, fail_fast_limit
 from agentflow_env.rollout.spec import DEFAULT_ENV_ID, TaskSpec, TaskSpecError, env_kwargs_from_json
 
 DEFAULT_MAX_TURN_TOKENS = 1024
@@ -167,11 +168,14 @@ class AdapterConfig:
     env_kwargs: Mapping[str, Any] = field(default_factory=dict)
     tokenizer: str | None = None
     max_turn_tokens: int = DEFAULT_MAX_TURN_TOKENS
+    fail_fast: int = DEFAULT_FAIL_FAST
+    """How many trajectories in a row failing the same way at a process's start stop the run
+    (``agentflow_env.rollout.fail_fast``; 0: never)."""
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] = os.environ) -> AdapterConfig:
-        """Read and check ``AGENTFLOW_ENV_ID``, ``AGENTFLOW_ENV_KWARGS``, ``AGENTFLOW_TOKENIZER``
-        and ``AGENTFLOW_MAX_TURN_TOKENS``. ``env_kwargs`` always holds ``max_action_tokens``
+        """Read and check ``AGENTFLOW_ENV_ID``, ``AGENTFLOW_ENV_KWARGS``, ``AGENTFLOW_TOKENIZER``,
+        ``AGENTFLOW_MAX_TURN_TOKENS`` and ``AGENTFLOW_FAIL_FAST``. ``env_kwargs`` always holds ``max_action_tokens``
         equal to ``max_turn_tokens``; a cap set in both variables must agree."""
         raw = environ.get("AGENTFLOW_ENV_KWARGS", "").strip() or "{}"
         try:
@@ -203,6 +207,7 @@ class AdapterConfig:
             env_kwargs={**kwargs, "max_action_tokens": cap},
             tokenizer=environ.get("AGENTFLOW_TOKENIZER", "").strip() or None,
             max_turn_tokens=cap,
+            fail_fast=fail_fast_limit(environ),
         )
 
     def plan(self, label: Any) -> EpisodePlan:

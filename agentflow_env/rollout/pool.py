@@ -29,6 +29,7 @@ import gymnasium as gym
 from agentflow_env.base.hf_tokens import resolve_tokenizer
 from agentflow_env.base.tokens import ChatTokenizer
 from agentflow_env.envs.env import AgentFlowEnv
+from agentflow_env.rollout.fail_fast import FailFast
 from agentflow_env.rollout.labels import AdapterConfig, EpisodePlan
 from agentflow_env.rollout.spec import TaskSpec, TaskSpecError
 from agentflow_env.tasks.base import Task
@@ -142,6 +143,9 @@ class SharedEnvs:
     def __init__(self, config: AdapterConfig, pool: EnvPool | None = None) -> None:
         self.config = config
         self.pool = pool or EnvPool(tokenizer=config.tokenizer)
+        self.fail_fast = FailFast(config.fail_fast)
+        """This process's guard against a setup that fails every trajectory (``record`` it
+        after each one)."""
 
     def tokenizer(self) -> ChatTokenizer:
         """The policy's tokenizer (loads it on the first call: call it early to fail early)."""

@@ -11,24 +11,44 @@ is capped at the room left, and when no room is left the episode ends there with
 the sample so far (up to the last action, so nothing is cut). Nothing an episode does raises:
 an env that fails gives a reward-0 sample (``failures``); only ``generate``'s own exceptions (the
 engine, not this trajectory) propagate.
+
+Aborted turns: an engine that pauses for a weight sync answers in-flight requests with no tokens
+(stop reason ``"aborted"``). Such a turn is re-issued up to ``aborted_retries`` times and never
+stepped as an empty action; after that the episode ends as a reward-0 sample (``ABORTED``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from agentflow_env.rollout import failures
 from agentflow_env.workflow.session import Session
 
-AsyncGenerate = Callable[[list[int], int], Awaitable[tuple[Sequence[int], Sequence[float] | None]]]
-"""``await generate(prompt_ids, max_new_tokens) -> (sampled ids, their log-probs or None)``."""
+_T = TypeVar("_T")
+Generated = (
+    tuple[Sequence[int], Sequence[float] | None]
+    | tuple[Sequence[int], Sequence[float] | None, str | None]
+)
+AsyncGenerate = Callable[[list[int], int], Awaitable[Generated]]
+"""``await generate(prompt_ids, max_new_tokens) -> (sampled ids, their log-probs or None)``, or
+the same with the engine's stop reason third (``"aborted"`` / ``"abort"`` mark an aborted turn)."""
 
 DONE, RESPONSE_BUDGET, PROMPT_BUDGET, ERROR = "done", "response_budget", "prompt_budget", "error"
 """How a ``TokenEpisode`` ended: the env ended it, or no room was left, or it failed."""
+ABORTED = "aborted"
+"""The engine aborted one turn's request every time it was issued."""
+FAILED_ENDS = frozenset({ERROR, ABORTED})
+"""Ends that count as failed samples (``error`` and ``failed`` in the logs)."""
+ABORT_REASONS = frozenset({"aborted", "abort"})
+"""Stop reasons that mark an aborted request (verl's vLLM and SGLang servers)."""
+TURN_ENDS = ("stop", "length", "aborted")
+"""How ``TokenEpisode.turn_ends`` counts each answer of the engine: a finished action, one that
+filled its cap (or that the engine says hit its length), and an aborted or empty answer."""
 
 
 @dataclass(frozen=True)
@@ -56,8 +76,11 @@ class TokenBudget:
 class TokenEpisode:
     """One trajectory as a flat sample: ``prompt_ids`` (the first prompt) + ``response_ids``;
     ``response_mask`` is 1 on sampled ids; ``response_logprobs`` their sampling log-probs (0 on
-    env tokens), ``None`` unless every turn's were known. ``reward`` is the env's, 0 unless the
-    env ended the episode. ``logs`` are ``failures.episode_logs`` (same keys on every sample)."""
+    env tokens), ``None`` unless every turn's were known or a fill value was given (``unscored``
+    counts the sampled ids that got it). ``reward`` is the env's, 0 unless the env ended the
+    episode. ``logs`` are ``failures.episode_logs`` (same keys on every sample). ``turn_ends``
+    counts the engine's answers by ``TURN_ENDS``; ``env_seconds`` is the time spent in the env
+    (building the session, its start and steps), apart from the engine's."""
 
     prompt_ids: list[int]
     response_ids: list[int]
@@ -69,6 +92,9 @@ class TokenEpisode:
     logs: dict[str, float] = field(default_factory=dict)
     error: str | None = None
     session: Session | None = None
+    unscored: int = 0
+    turn_ends: dict[str, int] = field(default_factory=lambda: dict.fromkeys(TURN_ENDS, 0))
+    env_seconds: float = 0.0
 
     @property
     def done(self) -> bool:
@@ -84,14 +110,64 @@ async def run_token_episode(
     filler: int,
     log: logging.Logger,
     label: Any = None,
+    aborted_retries: int = 2,
+    retry_delay: float = 1.0,
+    logprob_fill: float | None = None,
 ) -> TokenEpisode:
     """Run the episode of ``new_session()`` (called in a worker thread: it may build envs and
     worlds) with ``generate`` as the planner. ``filler`` pads a failure sample that has no
-    tokens (the tokenizer's end-of-turn id); ``label`` names the task in warnings."""
+    tokens (the tokenizer's end-of-turn id); ``label`` names the task in warnings.
+    ``aborted_retries``: how many times an aborted turn is re-issued (``retry_delay`` seconds
+    apart, growing) before the episode ends. ``logprob_fill``: when set, the log-prob of sampled
+    ids the engine did not score, so a trainer that stacks log-probs always gets them."""
+    stats = _Stats()
+    episode = await _run(
+        new_session, generate, budget, filler, log, label, stats, aborted_retries, retry_delay
+    )
+    if logprob_fill is not None and episode.response_logprobs is None:
+        episode.response_logprobs, episode.unscored = _filled(episode, logprob_fill)
+    episode.turn_ends = dict(stats.ends)
+    episode.env_seconds = stats.env_seconds
+    return episode
+
+
+@dataclass
+class _Stats:
+    """What one episode's run counts beside its sample."""
+
+    ends: dict[str, int] = field(default_factory=lambda: dict.fromkeys(TURN_ENDS, 0))
+    env_seconds: float = 0.0
+
+    async def env(self, call: Awaitable[_T]) -> _T:
+        """``await call``, its time counted as the env's."""
+        started = time.perf_counter()
+        try:
+            return await call
+        finally:
+            self.env_seconds += time.perf_counter() - started
+
+
+def _unpack(answer: Any) -> tuple[list[int], list[float] | None, str | None]:
+    ids, logprobs, *rest = answer
+    known = None if logprobs is None else [float(x) for x in logprobs]
+    return [int(i) for i in ids], known, (str(rest[0]) if rest and rest[0] is not None else None)
+
+
+async def _run(
+    new_session: Callable[[], Session],
+    generate: AsyncGenerate,
+    budget: TokenBudget,
+    filler: int,
+    log: logging.Logger,
+    label: Any,
+    stats: _Stats,
+    retries: int,
+    delay: float,
+) -> TokenEpisode:
     session: Session | None = None
     try:
-        session = await asyncio.to_thread(new_session)
-        observation, _ = await session.start()
+        session = await stats.env(asyncio.to_thread(new_session))
+        observation, _ = await stats.env(session.start())
         first = list(observation.token_ids)
         if budget.prompt is not None and len(first) > budget.prompt:
             log.warning(
@@ -114,11 +190,31 @@ async def run_token_episode(
         if cap < 1:
             end = RESPONSE_BUDGET
             break
-        ids, logprobs = await generate(list(current.token_ids), cap)
-        action = [int(i) for i in ids][:cap]
-        known = None if logprobs is None else [float(x) for x in logprobs][:cap]
+        ids: list[int] = []
+        stop: str | None = None
+        for attempt in range(max(retries, 0) + 1):
+            if attempt:
+                await asyncio.sleep(delay * attempt)
+            ids, known, stop = _unpack(await generate(list(current.token_ids), cap))
+            if ids and stop not in ABORT_REASONS:
+                break
+            stats.ends["aborted"] += 1
+        else:
+            reason = (
+                f"the engine aborted turn {len(session.turn_records) + 1}'s request "
+                f"{attempt + 1} time(s) (last stop reason {stop!r}, {len(ids)} token(s))"
+            )
+            log.warning(
+                "AgentFlow trajectory ends with reward 0: %s | label: %.200s", reason, label
+            )
+            return _ended(session, reason, filler, budget, ABORTED)
+        stats.ends["length" if stop == "length" or len(ids) >= cap else "stop"] += 1
+        action = ids[:cap]
+        known = None if known is None else known[:cap]
         try:
-            await session.step(action, known if known and len(known) == len(action) else None)
+            await stats.env(
+                session.step(action, known if known and len(known) == len(action) else None)
+            )
         except Exception as exc:
             failures.warn_failed(log, exc, len(session.turn_records), label)
             return _failed(session, exc, filler, budget)
@@ -144,9 +240,28 @@ def _flat(session: Session, end: str) -> TokenEpisode:
         reward=reward,
         turns=len(session.turn_records),
         end=end,
-        logs=failures.episode_logs(session, error=end == ERROR),
+        logs=failures.episode_logs(session, error=end in FAILED_ENDS),
         session=session,
     )
+
+
+def _filled(episode: TokenEpisode, fill: float) -> tuple[list[float], int]:
+    """The episode's log-probs with ``fill`` on every token of a turn the engine did not score
+    (and on env tokens), laid out as ``flat_sample`` lays out the ids; and how many sampled ids
+    got ``fill``."""
+    turns = episode.session.trajectory().turns if episode.session is not None else []
+    values: list[float] = []
+    unscored = 0
+    for index, turn in enumerate(turns):
+        if turn.logprobs is None:
+            unscored += len(turn.action_ids)
+        values += list(turn.logprobs or [fill] * len(turn.action_ids))
+        if index + 1 < len(turns):
+            values += [fill] * len(turn.feedback_ids)
+    if len(values) != len(episode.response_ids):  # not the env's flat record: all unscored
+        values = [fill] * len(episode.response_ids)
+        unscored = sum(episode.response_mask)
+    return values, unscored
 
 
 def _short_sample(
@@ -161,7 +276,7 @@ def _short_sample(
         reward=0.0,
         turns=0,
         end=end,
-        logs=failures.episode_logs(session, error=end == ERROR),
+        logs=failures.episode_logs(session, error=end in FAILED_ENDS),
         error=error,
         session=session,
     )
@@ -170,10 +285,17 @@ def _short_sample(
 def _failed(
     session: Session | None, exc: BaseException, filler: int, budget: TokenBudget
 ) -> TokenEpisode:
-    reason = failures.failure_reason(exc)
+    return _ended(session, failures.failure_reason(exc), filler, budget, ERROR)
+
+
+def _ended(
+    session: Session | None, reason: str, filler: int, budget: TokenBudget, end: str
+) -> TokenEpisode:
+    """A reward-0 sample of the turns recorded so far (if they still form a flat sample), else
+    the first prompt and one masked ``filler``, with ``reason`` as its error."""
     if session is not None and session.turn_records:
-        try:  # the turns recorded before the failure, if they still form a flat sample
-            episode = _flat(session, ERROR)
+        try:
+            episode = _flat(session, end)
             episode.error = reason
             return episode
         except ValueError:
@@ -182,14 +304,18 @@ def _failed(
     prompt = list(first.token_ids) if first is not None else []
     if budget.prompt is not None:
         prompt = prompt[-budget.prompt :]
-    return _short_sample(session, prompt, filler, ERROR, reason)
+    return _short_sample(session, prompt, filler, end, reason)
 
 
 __all__ = [
+    "ABORTED",
+    "ABORT_REASONS",
     "DONE",
     "ERROR",
+    "FAILED_ENDS",
     "PROMPT_BUDGET",
     "RESPONSE_BUDGET",
+    "TURN_ENDS",
     "AsyncGenerate",
     "TokenBudget",
     "TokenEpisode",

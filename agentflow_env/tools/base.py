@@ -89,6 +89,16 @@ class ToolResult:
     def failure(cls, error: str, **metadata: Any) -> ToolResult:
         return cls(ok=False, output="", error=error, metadata=dict(metadata))
 
+    @property
+    def service_broken(self) -> bool:
+        """Whether the call failed because the tool's service is broken, not the call."""
+        return not self.ok and self.metadata.get("kind") in SERVICE_FAILURE_KINDS
+
+
+SERVICE_FAILURE_KINDS = frozenset({"retriever", "sandbox", "search_api", "crash"})
+"""``ToolResult.failure`` kinds that say the tool's service is broken (an unreachable retriever,
+a sandbox that cannot start, a search API refusing, a tool that raised), not the planner's call."""
+
 
 _TYPES: dict[str, tuple[type, ...]] = {
     "string": (str,),

@@ -213,6 +213,7 @@ class Session:
         self._initial_observation: Observation | None = None
         self._turn_records: list[TurnRecord] = []
         self._module_errors: list[str] = []
+        self._service_errors: list[str] = []
         self._initializer_error: str | None = None
         self.seed = seed
         self.logger = EpisodeLogger(log, log_context)
@@ -246,6 +247,12 @@ class Session:
     def metrics(self) -> EpisodeMetrics:
         """The running counts (turns, tool calls, errors, invalid actions, action tokens)."""
         return self._metrics
+
+    @property
+    def service_errors(self) -> tuple[str, ...]:
+        """The errors of tool calls that failed because the tool's service is broken
+        (``ToolResult.service_broken``), in order."""
+        return tuple(self._service_errors)
 
     @property
     def turn(self) -> int:
@@ -641,6 +648,8 @@ class Session:
         self._metrics.tool_calls += 1
         if not result.ok:
             self._metrics.tool_errors += 1
+            if result.service_broken:
+                self._service_errors.append(result.error or "no error text")
             if result.metadata.get("kind") == "arguments":
                 self._metrics.invalid_actions += 1
         self._metrics.tool_latency_s += float(result.metadata.get("latency_s", 0.0))

@@ -2,12 +2,12 @@
 
 Every call gets a new interpreter in a new temporary directory, with a scrubbed environment,
 stdin closed, its own session, rlimits (CPU, address space, processes, file size, open files, no
-core dumps) and, where the OS allows it, its own network, IPC and mount namespaces (no network,
-no System V or POSIX IPC shared with the host, a private tmpfs on /tmp, /dev/shm & co), a
-seccomp filter refusing host unix sockets, and its own unprivileged uid. Running as root, each
-call runs as a uid of its own, so that ``RLIMIT_NPROC`` applies (it never applies to root), the
-child can neither signal nor inspect the parent, and every process the call left behind is
-killed by uid when it ends. What this machine does not grant is named in every result
+core dumps) and, where the OS allows it, its own network, IPC, mount and PID namespaces (no
+network, no System V or POSIX IPC shared with the host, a private tmpfs on /tmp, /dev/shm & co,
+a /proc that shows only its own processes), a seccomp filter refusing host unix sockets, and its
+own unprivileged uid. Running as root, each call runs as a uid of its own, so that
+``RLIMIT_NPROC`` applies (it never applies to root), the child can neither signal nor inspect the
+parent, and every process the call left behind is killed by uid when it ends. What this machine does not grant is named in every result
 (``SandboxResult.not_isolated``); ``docs/sandbox.md`` lists what is and is not isolated.
 
 Modules: ``limits`` (limits, results, failure descriptions), ``isolation`` (how one child is

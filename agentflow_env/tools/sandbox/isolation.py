@@ -4,7 +4,8 @@
 ``_Plan.preexec`` builds the function the forked child runs before exec: rlimits, namespaces
 (``namespaces``), the uid switch, ``PR_SET_NO_NEW_PRIVS``, ``PR_SET_PDEATHSIG`` and the seccomp
 filter (``seccomp``). The child gets a rebuilt environment (``_child_env``) and runs the user's
-file through a small bootstrap (``_argv``).
+file through a small bootstrap (``_argv``), under a small init where it has a PID namespace
+(``_Plan.command``).
 """
 
 from __future__ import annotations
@@ -82,6 +83,7 @@ class _Plan:
                     step = "prctl"
                     prctl(PR_SET_NO_NEW_PRIVS, 1)
                     prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # after the uid switch, which clears it
+                    namespaces.check_waiter()
                 if seccomp is not None:
                     step = "seccomp filter"
                     seccomp.load()
@@ -97,6 +99,10 @@ class _Plan:
                 raise
 
         return preexec
+
+    def command(self, argv: list[str]) -> list[str]:
+        """The command line the child execs for ``argv`` (with a PID namespace: its init)."""
+        return self.namespaces.command(argv)
 
 
 def _within_hard_limit(which: int, soft: int, hard: int) -> tuple[int, int]:

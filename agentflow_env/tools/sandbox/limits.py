@@ -57,7 +57,8 @@ class SandboxResult:
     """What one execution produced. ``exit_code`` < 0 means killed by that signal.
 
     ``not_isolated`` names the local sandbox's layers this machine did not grant for the call
-    (``SandboxSupport.not_isolated``: "uid", "network", "ipc", "tmp", "unix_sockets").
+    (``SandboxSupport.not_isolated``: "uid", "pid_namespace", "processes", "network", "ipc",
+    "tmp", "unix_sockets").
     """
 
     stdout: str

@@ -1,8 +1,8 @@
 """Running one call: ``run_python`` starts the sandboxed interpreter and collects its output.
 
 Output is capped (``_Collector``); the call ends when the process exits, the output cap is
-exceeded or the timeout passes, and then everything it started is killed (by uid where it has
-its own, else by process group) and its directory removed.
+exceeded or the timeout passes, and then everything it started is killed (its PID namespace where
+it has one, by uid where it has its own, else by process group) and its directory removed.
 """
 
 from __future__ import annotations
@@ -161,7 +161,7 @@ async def _start(
         try:
             return await loop.subprocess_exec(
                 lambda: _Collector(limits.max_output_bytes),
-                *_argv(interpreter),
+                *plan.command(_argv(interpreter)),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
@@ -205,10 +205,16 @@ async def _wait_for_end(collector: _Collector, timeout_s: float) -> str:
 
 
 async def _kill_all(transport: asyncio.SubprocessTransport, plan: _Plan) -> None:
-    """Kill everything the call started: by uid where it has its own, else by process group."""
+    """Kill everything the call started: its PID namespace where it has one, by uid where it has
+    its own, else by process group."""
+    pid = transport.get_pid()
+    if plan.namespaces.pid_namespace and transport.get_returncode() is None:
+        # The process started waits outside for the namespace's init, which its death kills
+        # (parent-death signal); the kernel then kills everything in the namespace.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
     if plan.uid is not None and plan.uid != _NOBODY and await _kill_uid(plan.uid):
         return
-    pid = transport.get_pid()
     if transport.get_returncode() is None or plan.uid is None or plan.uid == _NOBODY:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pid, signal.SIGKILL)

@@ -1,9 +1,10 @@
 """What isolation this machine grants: probed once per process, user and setting, then cached.
 
 ``sandbox_support()`` first finds the strongest run-as mode and an interpreter that works with
-it, then adds the namespaces (network, IPC, mount) one by one, made as root or in a user
-namespace, and the seccomp filter, each kept only if a tiny program still runs under it. What the
-kernel refuses is left out and named in ``SandboxSupport.not_isolated`` (and in every result).
+it, then adds the namespaces (network, IPC, mount, PID or else a ``hidepid`` /proc) one by one,
+made as root or in a user namespace, and the seccomp filter, each kept only if a tiny program
+still runs under it (and, for /proc, sees only what it should). What the kernel refuses is left
+out and named in ``SandboxSupport.not_isolated`` (and in every result).
 """
 
 from __future__ import annotations
@@ -18,7 +19,15 @@ from dataclasses import dataclass, replace
 
 from agentflow_env.tools.sandbox.isolation import _MINIMAL_PATH, _child_env, _Plan
 from agentflow_env.tools.sandbox.limits import SandboxError, SandboxLimits
-from agentflow_env.tools.sandbox.namespaces import IPC, MNT, NET, Namespaces, shared_dirs
+from agentflow_env.tools.sandbox.namespaces import (
+    HIDEPID,
+    IPC,
+    MNT,
+    NET,
+    PID,
+    Namespaces,
+    shared_dirs,
+)
 from agentflow_env.tools.sandbox.seccomp import compiled_filter
 from agentflow_env.tools.sandbox.uids import _NOBODY, _UID_BASE, _UID_SLOTS, _current_user_tasks
 
@@ -28,6 +37,11 @@ PER_CALL_UID = "per-call uid"
 SHARED_UID = "shared uid"
 CURRENT_USER = "current user"
 
+#: What a call sees of other processes (``SandboxSupport.pids``): a PID namespace of its own, or
+#: (root only) the host's, through a /proc that shows only the processes of the call's uid.
+PID_NAMESPACE = "namespace"
+HIDEPID_PROC = "hidepid"
+
 _PROBE_CODE = "import os, json, math; print('ok')"
 _SECCOMP_CODE = """
 import socket
@@ -36,6 +50,14 @@ try:
 except PermissionError:
     print('ok')
 """
+# It runs as PID 2, under the namespace's init, and /proc/self is its own.
+_PID_CODE = "import os\nprint('ok' if os.getpid() == 2 == int(os.readlink('/proc/self')) else '')"
+# The host's init (pid 1, root) is hidden from it; /proc/self still works.
+_HIDEPID_CODE = (
+    "import os\n"
+    "print('ok' if not os.path.exists('/proc/1') and os.readlink('/proc/self') == str(os.getpid())"
+    " else '')"
+)
 
 
 @dataclass(frozen=True)
@@ -45,8 +67,10 @@ class SandboxSupport:
     ``network``: "netns" (a network namespace made as root), "userns" (one made in a user
     namespace), "seccomp" (no namespace: IP sockets are refused instead) or ``None``.
     ``ipc``: an IPC namespace per call. ``private_dirs``: the world-writable directories each
-    call gets a private tmpfs for. ``seccomp``: the socket filter (``seccomp.py``) is loaded.
-    ``userns``: the namespaces are made in a user namespace rather than as root.
+    call gets a private tmpfs for. ``pids``: ``PID_NAMESPACE`` (a PID namespace and /proc of its
+    own), ``HIDEPID_PROC`` (the host's PID namespace, through a /proc that hides the processes of
+    other uids) or ``None`` (the host's /proc). ``seccomp``: the socket filter (``seccomp.py``)
+    is loaded. ``userns``: the namespaces are made in a user namespace rather than as root.
     """
 
     interpreter: str
@@ -54,6 +78,7 @@ class SandboxSupport:
     network: str | None
     ipc: bool = False
     private_dirs: tuple[str, ...] = ()
+    pids: str | None = None
     seccomp: bool = False
     userns: bool = False
 
@@ -67,11 +92,15 @@ class SandboxSupport:
 
     @property
     def not_isolated(self) -> tuple[str, ...]:
-        """The layers a call does not get here: "uid" (it runs as the calling user), "network",
-        "ipc" (System V and POSIX IPC are the host's), "tmp" (/tmp, /dev/shm & co are the
-        host's) and "unix_sockets" (no seccomp filter: host unix sockets are reachable)."""
+        """The layers a call does not get here: "uid" (it runs as the calling user),
+        "pid_namespace" (it shares the host's PID namespace), "processes" (/proc shows the host's
+        processes and their command lines), "network", "ipc" (System V and POSIX IPC are the
+        host's), "tmp" (/tmp, /dev/shm & co are the host's) and "unix_sockets" (no seccomp
+        filter: host unix sockets are reachable)."""
         missing = {
             "uid": self.run_as == CURRENT_USER,
+            "pid_namespace": self.pids != PID_NAMESPACE,
+            "processes": self.pids is None,
             "network": self.network is None,
             "ipc": not self.ipc,
             "tmp": not self.private_dirs,
@@ -84,6 +113,11 @@ class SandboxSupport:
         layers = {NET} if self.network in ("netns", "userns") else set()
         layers |= {IPC} if self.ipc else set()
         layers |= {MNT} if self.private_dirs else set()
+        layers |= {PID} if self.pids == PID_NAMESPACE else set()
+        layers |= {HIDEPID} if self.pids == HIDEPID_PROC else set()
+        if self.pids == PID_NAMESPACE:
+            # Its init runs as the call's uid, and so does the waiter outside unless it is root.
+            nproc += 2 if self.userns or self.run_as == CURRENT_USER else 1
         namespaces = Namespaces(frozenset(layers), self.userns, self.private_dirs)
         seccomp = compiled_filter(allow_ip=self.network != "seccomp") if self.seccomp else None
         return _Plan(uid, uid, nproc, namespaces, seccomp)
@@ -134,17 +168,18 @@ def _probe(drop_privileges: bool, isolate_network: bool) -> SandboxSupport:
         return base
     # Namespaces: as root without a user namespace first, then in one; keep the way granting more.
     dirs = shared_dirs()
-    wanted = ([NET] if isolate_network else []) + [IPC] + ([MNT] if dirs else [])
-    best, best_count = base, 0
+    wanted = ([NET] if isolate_network else []) + [IPC] + ([MNT] if dirs else []) + [PID]
+    best = base
     for userns in [False, True] if is_root else [True]:
-        granted, count = replace(base, userns=userns), 0
+        granted = replace(base, userns=userns)
         for layer in wanted:
-            trial = _with_layer(granted, layer, dirs)
-            if _probe_once(interpreter, trial._plan(uid, nproc)):
-                granted, count = trial, count + 1
-        if count > best_count:
-            best, best_count = granted, count
-        if best_count == len(wanted):
+            for trial, code in _trials(granted, layer, dirs):
+                if _probe_once(interpreter, trial._plan(uid, nproc), code):
+                    granted = trial
+                    break
+        if len(granted.not_isolated) < len(best.not_isolated):
+            best = granted
+        if len(best.not_isolated) == len(_with_all(base, wanted, dirs).not_isolated):
             break
     # Seccomp: the socket filter; it also refuses IP sockets where no network namespace is had.
     network = "seccomp" if best.network is None and isolate_network else best.network
@@ -155,12 +190,27 @@ def _probe(drop_privileges: bool, isolate_network: bool) -> SandboxSupport:
     return best
 
 
-def _with_layer(support: SandboxSupport, layer: str, dirs: tuple[str, ...]) -> SandboxSupport:
+def _trials(
+    support: SandboxSupport, layer: str, dirs: tuple[str, ...]
+) -> list[tuple[SandboxSupport, str]]:
+    """The ways to add ``layer``, best first, each with the program that shows it works."""
     if layer == NET:
-        return replace(support, network="userns" if support.userns else "netns")
+        return [(replace(support, network="userns" if support.userns else "netns"), _PROBE_CODE)]
     if layer == IPC:
-        return replace(support, ipc=True)
-    return replace(support, private_dirs=dirs)
+        return [(replace(support, ipc=True), _PROBE_CODE)]
+    if layer == MNT:
+        return [(replace(support, private_dirs=dirs), _PROBE_CODE)]
+    return [
+        (replace(support, pids=PID_NAMESPACE), _PID_CODE),
+        (replace(support, pids=HIDEPID_PROC), _HIDEPID_CODE),
+    ]
+
+
+def _with_all(support: SandboxSupport, wanted: list[str], dirs: tuple[str, ...]) -> SandboxSupport:
+    """``support`` with every wanted layer in its best form (what a full grant looks like)."""
+    for layer in wanted:
+        support = _trials(support, layer, dirs)[0][0]
+    return support
 
 
 def _run_as(drop_privileges: bool, linux: bool) -> tuple[str, str, int | None, int]:
@@ -192,7 +242,7 @@ def _probe_once(interpreter: str, plan: _Plan, code: str = _PROBE_CODE) -> bool:
         if plan.uid is not None:
             os.chown(workdir, plan.uid, plan.gid or plan.uid)
         completed = subprocess.run(
-            [interpreter, "-s", "-S", "-B", "-c", code],
+            plan.command([interpreter, "-s", "-S", "-B", "-c", code]),
             stdin=subprocess.DEVNULL,
             capture_output=True,
             cwd=workdir,
@@ -209,4 +259,12 @@ def _probe_once(interpreter: str, plan: _Plan, code: str = _PROBE_CODE) -> bool:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-__all__ = ["CURRENT_USER", "PER_CALL_UID", "SHARED_UID", "SandboxSupport", "sandbox_support"]
+__all__ = [
+    "CURRENT_USER",
+    "HIDEPID_PROC",
+    "PER_CALL_UID",
+    "PID_NAMESPACE",
+    "SHARED_UID",
+    "SandboxSupport",
+    "sandbox_support",
+]
