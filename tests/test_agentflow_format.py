@@ -138,7 +138,13 @@ LOOKUP_METADATA = {
     "demo_commands": [
         {"command": 'execution = tool.execute(query="Moon mass")', "description": "a fact"}
     ],
-    "user_metadata": {"limitation": "short passages only; English only", "best_practice": ""},
+    "user_metadata": {  # one multi-line string per key, as AgentFlow's tools write them
+        "limitation": (
+            "\nWhat Wikipedia_RAG_Search_Tool cannot do well:\n1. Short passages only.\n"
+            "2. English only.\n"
+        ),
+        "best_practice": "",
+    },
     "require_llm_engine": False,
 }
 

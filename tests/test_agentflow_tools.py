@@ -30,6 +30,7 @@ from agentflow_env.tools.agentflow import (  # noqa: E402
     GeneralistSolutionGeneratorTool,
     GroundGoogleSearchTool,
     PythonCodeGeneratorTool,
+    WebRAGSearchTool,
     WikipediaRAGSearchTool,
 )
 from agentflow_env.tools.agentflow.wikipedia_rag import NO_MODEL_NOTE  # noqa: E402
@@ -42,11 +43,13 @@ GENERALIST = "Generalist_Solution_Generator_Tool"
 CODER = "Python_Code_Generator_Tool"
 WIKI = "Wikipedia_RAG_Search_Tool"
 GOOGLE = "Ground_Google_Search_Tool"
+WEB = "Web_RAG_Search_Tool"
 CLASSES = {
     GENERALIST: GeneralistSolutionGeneratorTool,
     CODER: PythonCodeGeneratorTool,
     WIKI: WikipediaRAGSearchTool,
     GOOGLE: GroundGoogleSearchTool,
+    WEB: WebRAGSearchTool,
 }
 CORPUS = Corpus.from_documents(
     [
@@ -108,9 +111,12 @@ def step(env: Any, tool_name: str, context: str) -> tuple[dict[str, Any], dict[s
 # -- names and cards ------------------------------------------------------------------------------
 
 
-def test_preset_lists_the_long_names_in_agentflow_order() -> None:
-    assert AGENTFLOW_TOOLS == (GENERALIST, CODER, GOOGLE, WIKI)
+def test_preset_lists_the_five_long_names_in_agentflow_order() -> None:
+    # AgentFlow's planner sees its web RAG tool too, and the list sorted by name.
+    assert AGENTFLOW_TOOLS == (GENERALIST, GOOGLE, CODER, WEB, WIKI)
+    assert list(AGENTFLOW_TOOLS) == sorted(AGENTFLOW_TOOLS)
     assert set(SHORT_NAMES.values()) == set(AGENTFLOW_TOOLS)
+    assert SHORT_NAMES["Web_Search_Tool"] == WEB
 
 
 def test_every_long_and_short_name_resolves_in_a_tool_set_and_the_registry() -> None:
@@ -152,6 +158,7 @@ def test_cards_carry_agentflow_names_arguments_and_best_practices() -> None:
         card = make_tool(name).card
         assert card.name == name and card.version == "1.0.0"
         expected = {"query", "add_citations"} if name == GOOGLE else {"query"}
+        expected = {"query", "url"} if name == WEB else expected
         assert set(card.input_schema) == expected and card.primary_argument == "query"
         assert card.limitations and card.best_practices and card.output_type
         assert all(demo["command"].startswith(f'{name}(query="') for demo in card.demo_commands)

@@ -213,7 +213,7 @@ def test_a_dataset_is_evaluated_record_by_record_without_a_gold_plan(
         capsys,
         tmp_path / "out",
         *("--dataset", str(tmp_path / "qa.jsonl"), "--corpus", str(tmp_path / "wiki.jsonl")),
-        *("--planner", "random", "--episodes", "6", "--max-turns", "2"),
+        *("--planner", "random", "--repeat", "2", "--max-turns", "2"),
     )
     assert code == 0 and summary["episodes"] == 6
     rows = [json.loads(line) for line in (tmp_path / "out" / "episodes.jsonl").open()]

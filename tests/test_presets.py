@@ -27,6 +27,27 @@ def test_presets_fill_what_is_not_given() -> None:
     assert SearchEnvConfig.from_dict(train.to_dict()) == train
 
 
+@pytest.mark.parametrize("preset", ["agentflow_eval", "agentflow_train"])
+def test_presets_show_agentflows_five_tools_in_its_order(preset: str) -> None:
+    offline = {"modules": "rule", "reward": "exact_match"}  # no model endpoint here
+    env = gym.make("AgentFlow-Search-v0", preset=preset, hops=1, **offline)
+    text = env.reset(seed=0)[0]["text"]
+    env.close()
+    shown = [
+        "Generalist_Solution_Generator_Tool",
+        "Ground_Google_Search_Tool",
+        "Python_Code_Generator_Tool",
+        "Web_RAG_Search_Tool",
+        "Wikipedia_RAG_Search_Tool",
+    ]
+    assert f"**Available Tools:** {shown}" in text
+    metadata = text.split("**Toolbox Metadata:** ", 1)[1]
+    assert [metadata.index(f"{{'tool_name': '{name}'") for name in shown] == sorted(
+        metadata.index(f"{{'tool_name': '{name}'") for name in shown
+    )
+    assert "'user_metadata': {'limitations': '\\n1. " in metadata  # the Google tool's keys
+
+
 def test_the_training_preset_asks_dataset_questions_for_tagged_answers(tmp_path: Path) -> None:
     (tmp_path / "qa.jsonl").write_text(json.dumps({"question": "Who?", "answers": ["Ada"]}) + "\n")
     (tmp_path / "wiki.jsonl").write_text(json.dumps({"id": "1", "contents": "Ada\nAda."}) + "\n")

@@ -14,6 +14,8 @@ sets the tokenizer and the observation mode itself).
       --hops 1,2 --count 2000 --fresh-world
   python adapters/openrlhf/prepare_data.py synthetic --out data/test.jsonl --split test --count 200
   python adapters/openrlhf/prepare_data.py dataset --file nq_train.jsonl --out data/nq.jsonl
+  python adapters/openrlhf/prepare_data.py dataset --file combined_train.parquet \
+      --out data/agentflow.jsonl --preset agentflow_train   # AgentFlow's training rows
   python adapters/openrlhf/prepare_data.py probe --probe tool_choice --out data/probe.jsonl
 """
 
@@ -22,8 +24,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from agentflow_env.envs.config import (
     EnvConfig,
@@ -31,10 +34,12 @@ from agentflow_env.envs.config import (
     add_config_arguments,
     settings_from_args,
 )
+from agentflow_env.envs.config.presets import with_preset
 from agentflow_env.envs.registration import ENV_CONFIGS
 from agentflow_env.rollout.probes import PROBE_ENV_IDS, probe_specs
 from agentflow_env.rollout.spec import DEFAULT_ENV_ID, TaskSpec, dataset_specs, synthetic_specs
 from agentflow_env.tasks.base import Task
+from agentflow_env.workflow.agentflow_source import SOURCE_ENV_VAR, read_agentflow_source
 
 ADAPTER_SETTINGS = ("tokenizer", "observation_mode")
 """Env settings the OpenRLHF adapter sets itself: a label must not."""
@@ -52,6 +57,31 @@ def write_jsonl(rows: Iterable[tuple[TaskSpec, Task]], out: str, datasource: str
             file.write(json.dumps(row, ensure_ascii=False) + "\n")
             count += 1
     return count
+
+
+def checkout_suffix(env_kwargs: Mapping[str, Any]) -> str | None:
+    """AgentFlow's own answer-tag sentence when the labels name an AgentFlow checkout
+    (``agentflow_source``, else ``$AGENTFLOW_SOURCE``), as its training rollout appends it;
+    ``None``: the project's own instruction."""
+    path = env_kwargs.get("agentflow_source") or os.environ.get(SOURCE_ENV_VAR)
+    return read_agentflow_source(path).answer_suffix if path else None
+
+
+def answer_tag_suffix(given: Mapping[str, Any], env_kwargs: Mapping[str, Any]) -> bool:
+    """``--answer-tag-suffix`` as given, else what the labels' preset asks of a dataset's
+    questions (``agentflow_train`` asks for the answer in ``<answer>`` tags, as AgentFlow's
+    rollout does): an inline record reaches the env without its dataset, so the question is
+    written with the instruction here."""
+    if given.get("answer_tag_suffix") is not None:
+        return bool(given["answer_tag_suffix"])
+    preset = env_kwargs.get("preset")
+    if preset is None:
+        return False
+    try:
+        filled = with_preset({"preset": preset, "dataset": "given"}, {"answer_tag_suffix"})
+    except ValueError:  # an unknown preset: the labels' check reports it
+        return False
+    return bool(filled.get("answer_tag_suffix"))
 
 
 def _label_settings(parser: argparse.ArgumentParser) -> None:
@@ -133,13 +163,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         given = settings_from_args(args, args.dataset_settings)
         corpus = given.get("corpus")
+        env_kwargs = {**json.loads(args.env_kwargs), **label_kwargs}
         rows = dataset_specs(
             given["dataset"],
             corpus=os.path.abspath(corpus) if corpus else None,
             split=given.get("dataset_split"),
             limit=given.get("dataset_limit"),
             env_id=args.env_id,
-            env_kwargs={**json.loads(args.env_kwargs), **label_kwargs},
+            env_kwargs=env_kwargs,
+            answer_tag_suffix=answer_tag_suffix(given, env_kwargs),
+            question_suffix=checkout_suffix(env_kwargs)
+            if answer_tag_suffix(given, env_kwargs)
+            else None,
         )
         datasource = args.datasource or Path(given["dataset"]).name.split(".")[0]
     try:

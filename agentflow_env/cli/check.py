@@ -47,5 +47,7 @@ def _check_command(args: argparse.Namespace) -> int:
         raise UsageError(f"--env {args.env}: {error}") from error
     finally:
         env.close()
+    # Which words the prompts were in: this project's, or AgentFlow's from the user's checkout.
+    report.facts["wording"] = getattr(env.unwrapped, "wording_label", "own")
     print(json.dumps(report.as_dict(), indent=2) if args.json else report.render())
     return 0 if report.ok else 1

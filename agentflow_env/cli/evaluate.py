@@ -51,6 +51,7 @@ from agentflow_env.evaluation.output import (
 from agentflow_env.evaluation.plots import INSTALL_HINT
 from agentflow_env.evaluation.runner import EvalResult, evaluate
 from agentflow_env.evaluation.session_planners import (
+    SAMPLINGS,
     BlockingPlanner,
     ChatPlanner,
     ExpertSessionPlanner,
@@ -58,9 +59,12 @@ from agentflow_env.evaluation.session_planners import (
     RandomSessionPlanner,
 )
 from agentflow_env.llm.client import as_backend
+from agentflow_env.tasks.base import ListTaskSource
 from agentflow_env.workflow.turn_log import TurnLog
 
 DEFAULT_EPISODES = 100
+"""Episodes of a run whose tasks are drawn by seed (no ``--dataset``) when ``--episodes`` is not
+given; a dataset runs each of its records once."""
 
 
 def _add_common(parser: argparse.ArgumentParser, episodes_help: str = "") -> tuple[str, ...]:
@@ -68,7 +72,16 @@ def _add_common(parser: argparse.ArgumentParser, episodes_help: str = "") -> tup
         "--episodes",
         type=positive_int,
         default=None,
-        help=f"episodes per run (default: {DEFAULT_EPISODES}{episodes_help})",
+        help=f"episodes per run (default: {DEFAULT_EPISODES}; with --dataset, one per record, "
+        f"and N takes the first N records{episodes_help})",
+    )
+    parser.add_argument(
+        "--repeat",
+        type=positive_int,
+        default=None,
+        metavar="K",
+        help="with --dataset: run each record K times (K passes over the file; --episodes "
+        "then takes the first episodes of those passes)",
     )
     parser.add_argument(
         "--seed", type=int, default=None, help="episode i runs the task of seed + i (default: 0)"
@@ -88,7 +101,23 @@ def _add_common(parser: argparse.ArgumentParser, episodes_help: str = "") -> tup
         help="finish the interrupted run in --out: keep its finished episodes, run only the "
         "missing ones (its settings must be the same) and summarise them all",
     )
-    return add_env_and_planner_arguments(parser)
+    settings = add_env_and_planner_arguments(parser)
+    parser.add_argument(
+        "--max-tokens",
+        type=positive_int,
+        default=None,
+        help="--planner openai or hf:PATH: the longest reply per turn (default: the env's "
+        "--max-action-tokens, 2048 unless set)",
+    )
+    parser.add_argument(
+        "--sampling",
+        choices=sorted(SAMPLINGS),
+        default=None,
+        help="--planner openai: a named sampling in place of --temperature; agentflow: "
+        "temperature 0.7, top_p 0.99, frequency penalty 1.2, as AgentFlow's published runs "
+        "sample their planner",
+    )
+    return settings
 
 
 def add_eval_commands(commands: Any) -> None:
@@ -141,13 +170,20 @@ def _planner_factory(args: argparse.Namespace, env: Any, shared: dict[str, Any])
         return lambda index: RandomSessionPlanner(args.seed, index)
     if args.planner == "openai":
         if "chat" not in shared:
+            sampling = SAMPLINGS[args.sampling] if args.sampling else None
             shared["chat"] = ChatPlanner(
-                as_backend(planner_endpoint(args)), temperature=args.temperature
+                as_backend(planner_endpoint(args)),
+                temperature=args.temperature,
+                max_tokens=args.max_tokens,  # None: each session's max_action_tokens
+                sampling=sampling,
             )
         return lambda index: shared["chat"]
     if args.planner.startswith("hf:"):
         if "local" not in shared:
             shared["local"] = BlockingPlanner(local_planner(args), asyncio.Lock())
+        cap = args.max_tokens or env.session_config.max_action_tokens
+        if cap is not None:  # this env's (an ablation's variants may differ; they run in turn)
+            shared["local"].planner.max_new_tokens = cap
         return lambda index: shared["local"]
     raise UsageError(
         f"unknown --planner {args.planner!r}: choose expert, random, openai or hf:PATH"
@@ -164,17 +200,23 @@ def _run(
     seeds: Sequence[int] | None = None,
     done: Sequence[Mapping[str, Any]] = (),
 ) -> EvalResult:
-    """One evaluation: episodes ``args.seed + i``, or one per seed of ``seeds``; the episodes
-    of ``run`` among ``done`` (a resumed folder's rows) are kept, not run again."""
-    total = len(seeds) if seeds is not None else args.episodes
-    kept = {row["index"]: row for row in done if row.get("run") == run and row["index"] < total}
-    missing = [index for index in range(total) if index not in kept]
-    if not missing:
-        return _combined(kept.values(), [])
+    """One evaluation: episodes ``args.seed + i`` (a dataset's ``i``-th record), or one per seed
+    of ``seeds``; the episodes of ``run`` among ``done`` (a resumed folder's rows) are kept, not
+    run again."""
     env = make_env(args, dict(overrides)).unwrapped
     if not isinstance(env, AgentFlowEnv):
         env.close()
         raise UsageError(f"--env {args.env} is not an AgentFlow environment")
+    try:
+        total = len(seeds) if seeds is not None else _episode_count(args, env)
+    except UsageError:
+        env.close()
+        raise
+    kept = {row["index"]: row for row in done if row.get("run") == run and row["index"] < total}
+    missing = [index for index in range(total) if index not in kept]
+    if not missing:
+        env.close()
+        return _combined(kept.values(), [])
     finished = [bool(row["diagnostics"].get("success")) for row in kept.values()]
     bar = tqdm(
         total=total,
@@ -194,7 +236,7 @@ def _run(
         result = evaluate(
             env,
             _planner_factory(args, env, shared),
-            episodes=None if seeds is not None else args.episodes,
+            episodes=None if seeds is not None else total,
             seed=args.seed,
             seeds=seeds,
             concurrency=args.concurrency,
@@ -210,6 +252,41 @@ def _run(
         bar.close()
         env.close()
     return _combined(kept.values(), result.rows) if kept else result
+
+
+def episode_count(requested: int | None, repeat: int | None, records: int | None) -> int:
+    """How many episodes a run has: ``requested`` (``--episodes``), else ``DEFAULT_EPISODES``
+    where tasks are drawn by seed (``records`` is ``None``); over a fixed list of ``records`` (a
+    dataset), each record once, or ``repeat`` times, and ``requested`` takes the first of those.
+
+    Asking a dataset for more episodes than that is refused: cycling a file silently would weigh
+    some records more than others and make the number incomparable with one run per record.
+    """
+    if records is None:
+        if repeat is not None:
+            raise UsageError(
+                "--repeat runs a --dataset's records several times; without a dataset each "
+                "episode draws its own task: drop --repeat and give --episodes"
+            )
+        return requested or DEFAULT_EPISODES
+    available = records * (repeat or 1)
+    if requested is None or requested <= available:
+        return available if requested is None else requested
+    if repeat is None:
+        raise UsageError(
+            f"--episodes {requested}: the dataset holds {records} records; give at most "
+            f"{records}, or --repeat K to run each record K times"
+        )
+    raise UsageError(
+        f"--episodes {requested}: --repeat {repeat} over the dataset's {records} records makes "
+        f"{available} episodes; give at most that, or a larger --repeat"
+    )
+
+
+def _episode_count(args: argparse.Namespace, env: AgentFlowEnv) -> int:
+    source = env.task_source
+    records = len(source) if isinstance(source, ListTaskSource) else None
+    return episode_count(args.episodes, args.repeat, records)
 
 
 def _combined(kept: Iterable[Mapping[str, Any]], new: Sequence[Mapping[str, Any]]) -> EvalResult:
@@ -298,14 +375,17 @@ def _env_settings(args: argparse.Namespace, overrides: Mapping[str, Any]) -> Any
 def _run_settings(args: argparse.Namespace, overrides: Mapping[str, Any]) -> dict[str, Any]:
     """What ``settings.json`` records: everything that decides which episodes run and how, not
     how fast (``--concurrency``) or where the endpoint is (``--base-url``)."""
+    env_settings = _env_settings(args, overrides)
     settings: dict[str, Any] = {
         "command": args.command,
         "env": args.env,
         "planner": args.planner,
-        "episodes": args.episodes,
+        "episodes": _recorded_episodes(args, [env_settings]),
         "seed": args.seed,
         "no_budget_curve": args.no_budget_curve,
     }
+    if args.repeat is not None:  # recorded only when given: runs without it compare as before
+        settings["repeat"] = args.repeat
     if args.planner == "openai":
         settings["model"] = (
             args.model
@@ -313,15 +393,39 @@ def _run_settings(args: argparse.Namespace, overrides: Mapping[str, Any]) -> dic
             or os.environ.get("AGENTFLOW_LLM_MODEL")
         )
         settings["temperature"] = args.temperature
+        if args.sampling is not None:
+            settings["sampling"] = args.sampling
+    if args.planner == "openai" or args.planner.startswith("hf:"):
+        settings["max_tokens"] = args.max_tokens  # None: the env's max_action_tokens
     if args.planner.startswith("hf:"):
         settings["sample"] = args.sample
-    settings["env_settings"] = _env_settings(args, overrides)
+    settings["env_settings"] = env_settings
     return settings
 
 
+def _recorded_episodes(args: argparse.Namespace, env_settings: Iterable[Mapping[str, Any]]) -> Any:
+    """``--episodes`` as the run will use it: given, else ``None`` (every record) where any of
+    ``env_settings`` reads a dataset, else ``DEFAULT_EPISODES`` (so spelling that default out
+    is the same run)."""
+    if args.episodes is not None or any(s.get("dataset") is not None for s in env_settings):
+        return args.episodes
+    return DEFAULT_EPISODES
+
+
+def _check_planner_options(args: argparse.Namespace) -> None:
+    """Planner options that do not apply to the planner given, refused before any work."""
+    if args.sampling is not None and args.planner != "openai":
+        raise UsageError(f"--sampling applies to --planner openai, not {args.planner}")
+    if args.sampling is not None and args.temperature is not None:
+        raise UsageError(
+            f"--sampling {args.sampling} fixes the temperature: drop --temperature "
+            f"{args.temperature:g}"
+        )
+
+
 def _with_defaults(args: argparse.Namespace) -> None:
-    """``--episodes`` and ``--seed`` as given, else their defaults (runs without a suite)."""
-    args.episodes = args.episodes or DEFAULT_EPISODES
+    """``--seed`` as given, else 0 (runs without a suite); ``--episodes`` is settled per run,
+    once its task source is known (``episode_count``)."""
     args.seed = 0 if args.seed is None else args.seed
 
 
@@ -331,6 +435,9 @@ def _eval_command(args: argparse.Namespace) -> int:
         return 0
     if not args.out:
         raise UsageError("--out is required: a new folder for the results")
+    _check_planner_options(args)
+    if args.suite and args.repeat is not None:
+        raise UsageError(f"--suite {args.suite} fixes its episodes: drop --repeat")
     suite_run = plan_suite_run(args) if args.suite else None
     if suite_run is None:
         _with_defaults(args)
@@ -353,11 +460,31 @@ def _eval_command(args: argparse.Namespace) -> int:
         log.close()
         rows.close()
     about = suite_run.summary() if suite_run is not None else {}
-    summary = {"planner": args.planner, "env": args.env, **about, **result.summary}
+    wording = _wording(args, suite_run.env_kwargs if suite_run is not None else {})
+    summary = {
+        "planner": args.planner,
+        "env": args.env,
+        "wording": wording,
+        **about,
+        **result.summary,
+    }
     write_json(folder / SUMMARY, summary)
     print(format_table({args.planner: result.summary}))
-    print(f"\nper-turn log: {folder / TURN_LOG}\nsummary: {folder / SUMMARY}")
+    print(f"\nwording: {wording}")
+    print(f"per-turn log: {folder / TURN_LOG}\nsummary: {folder / SUMMARY}")
     return 0
+
+
+def _wording(args: argparse.Namespace, overrides: Mapping[str, Any]) -> str:
+    """Which words the run's prompts were in: ``own``, or ``AgentFlow's, from PATH at COMMIT``
+    (read from the user's checkout, ``--agentflow-source`` or ``$AGENTFLOW_SOURCE``)."""
+    config = config_class(args.env)
+    if config is None:
+        return "own"
+    try:
+        return config.from_kwargs(**_env_settings(args, overrides)).wording_label()
+    except (ValueError, TypeError):  # settings the env reported when it was built
+        return "own"
 
 
 def _variants(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
@@ -382,15 +509,19 @@ def _variants(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
 
 
 def _ablate_command(args: argparse.Namespace) -> int:
+    _check_planner_options(args)
     _with_defaults(args)
     variants = _variants(args)
     recorded = {**_run_settings(args, {}), "variants": variants}
+    if any("dataset" in settings for settings in variants.values()):
+        recorded["episodes"] = args.episodes  # a variant's dataset: one episode per record
     folder, log, rows, done = _outputs(args, recorded)
     summaries: dict[str, dict[str, Any]] = {}
     shared: dict[str, Any] = {}
     try:
         for name, settings in variants.items():
-            summaries[name] = _run(args, settings, name, log, rows, shared, done=done).summary
+            summary = _run(args, settings, name, log, rows, shared, done=done).summary
+            summaries[name] = {**summary, "wording": _wording(args, settings)}
     finally:
         log.close()
         rows.close()
@@ -398,6 +529,7 @@ def _ablate_command(args: argparse.Namespace) -> int:
         folder, summaries, variants, planner=args.planner, env_id=args.env
     )
     print(format_table(summaries))
+    print("\n" + "\n".join(f"wording of {name}: {s['wording']}" for name, s in summaries.items()))
     print("\n" + "\n".join(f"{label}: {path}" for label, path in written.items()))
     if "plot" not in written:
         print(f"no plot: {INSTALL_HINT}")

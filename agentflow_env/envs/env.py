@@ -26,6 +26,7 @@ from agentflow_env.modules import build_modules
 from agentflow_env.tasks.base import Task, TaskSource
 from agentflow_env.tools.registry import ToolSet
 from agentflow_env.workflow.action_input import MAX_TOKEN_ID
+from agentflow_env.workflow.agentflow_source import AgentFlowWording, source_label
 from agentflow_env.workflow.observations import ObservationMode, PromptEncoder, make_observations
 from agentflow_env.workflow.rewards import RewardConfig
 from agentflow_env.workflow.session import (
@@ -98,6 +99,9 @@ class AgentFlowEnv(gym.Env[dict[str, Any], PlannerInput]):
         else:
             config = config.updated(**settings)
         self.config: EnvConfig = config
+        self.agentflow_wording: AgentFlowWording | None = config.agentflow_wording()
+        """AgentFlow's own words, read from the user's checkout (``agentflow_source``); ``None``:
+        this project's own wording."""
         self.task_source: TaskSource = config.make_task_source()
         self.tools = ToolSet(
             [
@@ -114,6 +118,7 @@ class AgentFlowEnv(gym.Env[dict[str, Any], PlannerInput]):
             modules_spec(config.modules),
             endpoint=config.llm_endpoint,
             prompt_style=config.prompt_style,
+            wording=self.agentflow_wording,
         )
         judge = config.judge
         if config.reward == "llm_judge" and judge is None:
@@ -136,6 +141,7 @@ class AgentFlowEnv(gym.Env[dict[str, Any], PlannerInput]):
             show_sub_questions=config.show_sub_questions,
             verify_invalid_turns=config.verify_invalid_turns,
             termination=config.termination,
+            agentflow_wording=self.agentflow_wording,
             time_limit_s=config.time_limit_s,
             observation_mode=config.observation_mode,
             max_action_tokens=config.max_action_tokens,
@@ -149,6 +155,12 @@ class AgentFlowEnv(gym.Env[dict[str, Any], PlannerInput]):
         """The trajectory log every session of this env appends to (``log_path``)."""
         self.session: Session | None = None
         self._runner = LoopRunner()
+
+    @property
+    def wording_label(self) -> str:
+        """Which wording the prompts use: ``own``, or ``AgentFlow's, from PATH at COMMIT``."""
+        wording = self.agentflow_wording
+        return source_label(None) if wording is None else wording.label
 
     # -- Gymnasium API -----------------------------------------------------------------------
     def reset(

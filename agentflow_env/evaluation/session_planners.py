@@ -22,11 +22,14 @@ from agentflow_env.rollout.planners import expert_session_action, random_action
 from agentflow_env.workflow.session import Session
 
 __all__ = [
+    "AGENTFLOW_SAMPLING",
+    "SAMPLINGS",
     "BlockingPlanner",
     "ChatPlanner",
     "ExpertSessionPlanner",
     "PlannerFactory",
     "RandomSessionPlanner",
+    "Sampling",
     "SessionPlanner",
 ]
 
@@ -66,26 +69,69 @@ class _SessionHolder:
     session: Session
 
 
+@dataclass(frozen=True)
+class Sampling:
+    """How a served planner samples; ``None`` leaves a parameter to the endpoint or server."""
+
+    temperature: float | None = None
+    top_p: float | None = None
+    frequency_penalty: float | None = None
+    presence_penalty: float | None = None
+
+
+AGENTFLOW_SAMPLING = Sampling(
+    temperature=0.7, top_p=0.99, frequency_penalty=1.2, presence_penalty=0.0
+)
+"""What AgentFlow's vLLM engine sends for every planner call of its published runs, whatever
+temperature its scripts pass: the engine keeps none of the sampling it is built with and the
+planner's calls give none, so its per-call defaults hold."""
+
+SAMPLINGS: dict[str, Sampling] = {"agentflow": AGENTFLOW_SAMPLING}
+"""Named samplings (``eval --sampling NAME``)."""
+
+
 class ChatPlanner:
-    """A chat model behind a shared backend (e.g. one ``LLMEndpoint`` client for all episodes)."""
+    """A chat model behind a shared backend (e.g. one ``LLMEndpoint`` client for all episodes).
+
+    Each reply may be as long as ``max_tokens``, by default the session's ``max_action_tokens``
+    (where the env cuts an action anyway), so a comparison with another setup is not skewed by
+    a shorter cap here. ``sampling`` (or ``temperature`` alone) sets the request's sampling.
+    """
 
     def __init__(
         self,
         backend: ChatBackend,
         *,
         temperature: float | None = None,
-        max_tokens: int | None = 512,
+        max_tokens: int | None = None,
+        sampling: Sampling | None = None,
     ) -> None:
+        if sampling is not None and temperature is not None:
+            raise ValueError("give temperature or sampling, not both")
         self.backend = backend
-        self.temperature = temperature
+        self.sampling = sampling or Sampling(temperature=temperature)
         self.max_tokens = max_tokens
+
+    @property
+    def temperature(self) -> float | None:
+        return self.sampling.temperature
+
+    def reply_cap(self, session: Session) -> int | None:
+        """The request's ``max_tokens``: the planner's own, else the session's action cap."""
+        return self.max_tokens if self.max_tokens is not None else session.config.max_action_tokens
 
     async def act(self, session: Session) -> str:
         observation = session.observation
         text = observation.text if observation is not None else ""
         messages = messages_from_observation({"text": text}, _SessionHolder(session))
+        sampling = self.sampling
         reply = await self.backend.chat(
-            messages, temperature=self.temperature, max_tokens=self.max_tokens
+            messages,
+            temperature=sampling.temperature,
+            max_tokens=self.reply_cap(session),
+            top_p=sampling.top_p,
+            frequency_penalty=sampling.frequency_penalty,
+            presence_penalty=sampling.presence_penalty,
         )
         return reply.text
 

@@ -206,6 +206,9 @@ class ChatBackend(Protocol):
         max_tokens: int | None = None,
         stop: Sequence[str] | None = None,
         seed: int | None = None,
+        top_p: float | None = None,
+        frequency_penalty: float | None = None,
+        presence_penalty: float | None = None,
     ) -> ChatResult: ...
 
 
@@ -246,8 +249,14 @@ class ChatClient:
         max_tokens: int | None = None,
         stop: Sequence[str] | None = None,
         seed: int | None = None,
+        top_p: float | None = None,
+        frequency_penalty: float | None = None,
+        presence_penalty: float | None = None,
     ) -> ChatResult:
-        """One completion; retried on transient failures; ``LLMError`` when all attempts fail."""
+        """One completion; retried on transient failures; ``LLMError`` when all attempts fail.
+
+        ``top_p`` and the penalties are sent only when given (else the server's defaults hold).
+        """
         import aiohttp
 
         ep = self.endpoint
@@ -265,6 +274,12 @@ class ChatClient:
             body["stop"] = list(stop)
         if seed is not None:
             body["seed"] = seed
+        optional = {
+            "top_p": top_p,
+            "frequency_penalty": frequency_penalty,
+            "presence_penalty": presence_penalty,
+        }
+        body.update({key: value for key, value in optional.items() if value is not None})
         payload = json.dumps(body, ensure_ascii=False).encode("utf-8")  # once for all attempts
         started = time.perf_counter()
         errors: list[str] = []

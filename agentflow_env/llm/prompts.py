@@ -1,9 +1,10 @@
-"""The answer judge's prompt and the tolerant reader of its verdict, and the chat-message shape
-every prompt uses.
+"""The answer judge's prompts and the tolerant readers of its replies, and the chat-message
+shape every prompt uses.
 
-The judge follows AgentFlow's answer judging. The reader accepts markdown decoration and
-surrounding prose and scans with bounded patterns. The frozen modules' prompts are in
-``agentflow_env.modules.prompts``.
+The judge follows AgentFlow's answer judging: a verdict on the answer against the gold answers,
+and, for a multiple-choice question, first which listed option the answer picks. The readers
+accept markdown decoration and surrounding prose and scan with bounded patterns. The frozen
+modules' prompts are in ``agentflow_env.modules.prompts``.
 """
 
 from __future__ import annotations
@@ -42,6 +43,55 @@ def judge_messages(question: str, answer: str, gold_answers: Sequence[str]) -> l
     return chat_messages(
         JUDGE_SYSTEM, JUDGE_USER.format(question=question, answer=answer, gold=gold)
     )
+
+
+CHOICE_SYSTEM = (
+    "You are the answer judge: a careful reader who decides which option of a multiple-choice "
+    "question a model's response settles on."
+)
+
+CHOICE_USER = """Which listed option does the Model Response choose as its final answer?
+
+Question: {question}
+Options:
+{options}
+Model Response: {answer}
+
+Instructions:
+1. Look for the response's final choice and ignore its reasoning.
+2. A choice may be written as an option's letter, as its position (1 is the first option), as \
+its text, or as a value that only one option holds.
+3. The choice is none if the response picks no option or leaves several open.
+
+Reply in this format:
+Analysis: <brief analysis>
+Choice: <the option's letter, or none>"""
+
+
+def choice_messages(
+    question: str, answer: str, options: Sequence[tuple[str, str]]
+) -> list[Message]:
+    """Asks which of ``options`` (``(letter, text)`` pairs) the answer picks."""
+    listed = "\n".join(f"{letter}. {text}" for letter, text in options)
+    return chat_messages(
+        CHOICE_SYSTEM, CHOICE_USER.format(question=question, options=listed, answer=answer)
+    )
+
+
+_CHOICE = re.compile(r"choice\W{0,12}(none|[a-z])\b", re.IGNORECASE)
+
+
+def parse_choice(text: str, letters: Sequence[str]) -> str | None:
+    """The letter of the last ``Choice: X`` naming one of ``letters`` (upper case), ``""`` for
+    ``Choice: none``, or ``None`` if the reply names neither."""
+    known = {letter.upper() for letter in letters}
+    for found in reversed(_CHOICE.findall(text)):
+        value = found.upper()
+        if value == "NONE":
+            return ""
+        if value in known:
+            return value
+    return None
 
 
 def chat_messages(system: str, user: str) -> list[Message]:

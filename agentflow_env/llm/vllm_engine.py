@@ -77,13 +77,22 @@ class VLLMEngine:
         max_tokens: int | None = None,
         stop: Sequence[str] | None = None,
         seed: int | None = None,
+        top_p: float | None = None,
+        frequency_penalty: float | None = None,
+        presence_penalty: float | None = None,
     ) -> ChatResult:
         started = time.perf_counter()
+        optional = {
+            "top_p": top_p,
+            "frequency_penalty": frequency_penalty,
+            "presence_penalty": presence_penalty,
+        }
         params = self._vllm.SamplingParams(
             temperature=self.temperature if temperature is None else temperature,
             max_tokens=self.max_tokens if max_tokens is None else max_tokens,
             stop=list(stop) if stop else None,
             seed=seed,
+            **{key: value for key, value in optional.items() if value is not None},
         )
         try:
             if self._tokenizer is None:

@@ -20,6 +20,7 @@ from agentflow_env.modules.agentflow_llm import (
 )
 from agentflow_env.modules.llm import LLMExecutor, LLMGeneralist, LLMInitializer, LLMVerifier
 from agentflow_env.modules.rule import RuleExecutor, RuleGeneralist, RuleInitializer, RuleVerifier
+from agentflow_env.workflow.agentflow_source import AgentFlowWording
 from agentflow_env.workflow.frozen_modules import (
     Executor,
     FinalAnswer,
@@ -56,6 +57,7 @@ def build_modules(
     *,
     endpoint: object = None,
     prompt_style: str = "full",
+    wording: AgentFlowWording | None = None,
 ) -> Modules:
     """Build the four modules from ``"rule"``, ``"llm"``, a per-role mapping, or a ``Modules``.
 
@@ -65,7 +67,8 @@ def build_modules(
     ``VLLMEngine``) for all of them, or a mapping role -> endpoint. Without one, an ``"llm"`` role
     reads ``AGENTFLOW_<ROLE>_*`` / ``AGENTFLOW_LLM_*`` environment variables.
     With ``prompt_style="agentflow"`` the LLM modules speak AgentFlow's formats
-    (``agentflow_env.modules.agentflow_llm``).
+    (``agentflow_env.modules.agentflow_llm``), in ``wording`` (AgentFlow's own words, read from
+    the user's checkout) where given.
     """
     if isinstance(spec, Modules):
         return spec
@@ -82,7 +85,7 @@ def build_modules(
             built[role] = _RULE[role]()
         elif choice == "llm" or _is_endpoint(choice):
             target = choice if choice != "llm" else _role_endpoint(endpoint, role)
-            built[role] = _llm_module(role, target, prompt_style)
+            built[role] = _llm_module(role, target, prompt_style, wording)
         elif isinstance(choice, str):
             raise ValueError(f"unknown backend {choice!r} for the {role}; available: 'rule', 'llm'")
         else:
@@ -102,9 +105,12 @@ def _role_endpoint(endpoint: object, role: str) -> object:
     return LLMEndpoint.from_env(role)
 
 
-def _llm_module(role: str, target: object, prompt_style: str) -> object:
-    classes = _AGENTFLOW_LLM if prompt_style == "agentflow" else _LLM
-    return classes[role](target)  # type: ignore[arg-type]
+def _llm_module(
+    role: str, target: object, prompt_style: str, wording: AgentFlowWording | None = None
+) -> object:
+    if prompt_style == "agentflow":
+        return _AGENTFLOW_LLM[role](target, wording)  # type: ignore[arg-type]
+    return _LLM[role](target)  # type: ignore[arg-type]
 
 
 __all__ = [

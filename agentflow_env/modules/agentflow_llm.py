@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentflow_env.llm.client import ChatBackend, LLMEndpoint
 from agentflow_env.modules.agentflow_prompts import (
     CommandError,
     analysis_as_text,
@@ -18,6 +19,7 @@ from agentflow_env.modules.agentflow_prompts import (
     generalist_messages,
     read_analysis,
     read_command,
+    read_structured_analysis,
     verifier_messages,
 )
 from agentflow_env.modules.llm import (
@@ -31,6 +33,7 @@ from agentflow_env.tasks.base import Task
 from agentflow_env.tools.base import Tool, ToolArgumentError
 from agentflow_env.tools.registry import ToolSet
 from agentflow_env.workflow.actions import PlannerAction, parse_verdict
+from agentflow_env.workflow.agentflow_source import AgentFlowWording
 from agentflow_env.workflow.frozen_modules import Verification
 from agentflow_env.workflow.memory import Memory, QueryAnalysis
 
@@ -42,28 +45,43 @@ __all__ = [
 ]
 
 
-class AgentFlowInitializer(_LLMModule):
+class _AgentFlowModule(_LLMModule):
+    """An LLM module in AgentFlow's format; ``wording``: AgentFlow's own words, read from the
+    user's checkout (``agentflow_source``), else this project's."""
+
+    def __init__(
+        self, backend: LLMEndpoint | ChatBackend, wording: AgentFlowWording | None = None
+    ) -> None:
+        super().__init__(backend)
+        self.wording = wording
+
+
+class AgentFlowInitializer(_AgentFlowModule):
     """The query analysis: Concise Summary, Required Skills, Relevant Tools, Additional
-    Considerations; the planner sees the four sections as written."""
+    Considerations; the planner sees the four sections as written. Under AgentFlow's own
+    analysis prompt (a checkout's), which asks for free text, a reply that is not a JSON object
+    with the four keys is shown as written, as AgentFlow shows a text reply."""
 
     async def analyze(self, task: Task, tools: ToolSet) -> QueryAnalysis:
-        reply = await self._chat(analysis_messages(task.question, tools))
+        reply = await self._chat(analysis_messages(task.question, tools, self.wording))
+        as_written = self.wording is not None and read_structured_analysis(reply.text) is None
         sections = read_analysis(reply.text)
         missing = [key for key, value in sections.items() if not value]
         mentioned = tuple(name for name in tools.names if name in sections["relevant_tools"])
+        note = f"sections missing from the reply: {missing}" if missing else None
         return LLMQueryAnalysis(
             objective=sections["concise_summary"] or f"Answer the question: {task.question}",
             tools=mentioned or tuple(tools.names),
             skills=tuple(_lines(sections["required_skills"])),
             constraints=tuple(_lines(sections["additional_considerations"])),
-            text=analysis_as_text(sections),
+            text=reply.text.strip() if as_written else analysis_as_text(sections),
             raw=reply.text,
-            note=f"sections missing from the reply: {missing}" if missing else None,
+            note=None if as_written else note,
             meta=reply.meta(),
         )
 
 
-class AgentFlowExecutor(_LLMModule):
+class AgentFlowExecutor(_AgentFlowModule):
     """Writes ``execution = tool.execute(...)`` from the planner's Context and Sub-Goal; the
     call's literal arguments are validated against the tool's schema, never executed. An
     unreadable command falls back to ``{primary argument: Sub-Goal}``."""
@@ -71,7 +89,9 @@ class AgentFlowExecutor(_LLMModule):
     async def command(
         self, action: PlannerAction, tool: Tool, task: Task, memory: Memory
     ) -> dict[str, Any]:
-        messages = command_messages(task.question, action.sub_goal, action.context, tool)
+        messages = command_messages(
+            task.question, action.sub_goal, action.context, tool, self.wording
+        )
         reply = await self._chat(messages)
         note = None
         command = ""
@@ -95,13 +115,13 @@ class AgentFlowExecutor(_LLMModule):
         return arguments
 
 
-class AgentFlowVerifier(_LLMModule):
+class AgentFlowVerifier(_AgentFlowModule):
     """Judges the ``Action Step`` memory; ends with ``Conclusion: STOP|CONTINUE`` (none: CONTINUE).
     AgentFlow's verifier names no open questions."""
 
     async def verify(self, task: Task, memory: Memory) -> Verification:
         tools = memory.tools if memory.tools is not None else ToolSet([])
-        reply = await self._chat(verifier_messages(memory, tools))
+        reply = await self._chat(verifier_messages(memory, tools, self.wording))
         meta: dict[str, Any] = reply.meta()
         verdict = parse_verdict(reply.text)
         if verdict is None:
@@ -113,8 +133,14 @@ class AgentFlowVerifier(_LLMModule):
 class AgentFlowGeneralist(LLMGeneralist):
     """AgentFlow's direct output: a process summary, then ``Answer:``."""
 
+    def __init__(
+        self, backend: LLMEndpoint | ChatBackend, wording: AgentFlowWording | None = None
+    ) -> None:
+        super().__init__(backend)
+        self.wording = wording
+
     def messages(self, memory: Memory) -> list[dict[str, str]]:
-        return generalist_messages(memory)
+        return generalist_messages(memory, self.wording)
 
 
 def _lines(text: str) -> list[str]:

@@ -8,6 +8,13 @@ own. Two departures, both for safety: the executor's command ``execution = tool.
 is read, never executed (its keyword arguments must be literals), and the query analysis is
 asked for as four labelled sections (AgentFlow asks its fixed model for the same four fields as a
 structured reply; a JSON reply with those keys is read too).
+
+With the user's own AgentFlow checkout (``AgentFlowWording``) every prompt is AgentFlow's own
+f-string filled with the same values, under its system prompt, with the checkout's tool cards.
+Its analysis prompt asks for free text: the planner then sees the reply as written (stripped),
+as AgentFlow's planner does when its analysis model answers in text (its evaluation scripts'
+DashScope models); a JSON reply with the four keys is read as the structured reply its OpenAI
+models give.
 """
 
 from __future__ import annotations
@@ -29,7 +36,8 @@ from agentflow_env.workflow.agentflow_format import (
     tool_metadata,
     toolbox_metadata,
 )
-from agentflow_env.workflow.memory import Memory
+from agentflow_env.workflow.agentflow_source import AgentFlowWording
+from agentflow_env.workflow.memory import Memory, QueryAnalysis
 
 Message = dict[str, str]
 
@@ -125,31 +133,74 @@ Output Structure:
 """
 
 
-def _messages(user: str) -> list[Message]:
-    return [{"role": "system", "content": AGENTFLOW_SYSTEM}, {"role": "user", "content": user}]
+def _messages(user: str, wording: AgentFlowWording | None = None) -> list[Message]:
+    system = AGENTFLOW_SYSTEM if wording is None else wording.system_prompt
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
-def analysis_messages(question: str, tools: ToolSet) -> list[Message]:
+def analysis_messages(
+    question: str, tools: ToolSet, wording: AgentFlowWording | None = None
+) -> list[Message]:
+    """The query-analysis request."""
+    if wording is not None:
+        values = {
+            "question": question,
+            "self.available_tools": available_tools(tools),
+            "self.toolbox_metadata": toolbox_metadata(tools, wording),
+        }
+        return _messages(wording.analysis.render(values), wording)
     return _messages(
         ANALYSIS_TEMPLATE.format(
-            query=question, tools=available_tools(tools), metadata=toolbox_metadata(tools)
-        )
+            query=question,
+            tools=available_tools(tools),
+            metadata=toolbox_metadata(tools, wording),
+        ),
+        wording,
     )
 
 
-def command_messages(question: str, sub_goal: str, context: str, tool: Tool) -> list[Message]:
+def command_messages(
+    question: str,
+    sub_goal: str,
+    context: str,
+    tool: Tool,
+    wording: AgentFlowWording | None = None,
+) -> list[Message]:
+    """The executor's request for an ``execution = tool.execute(...)`` command."""
+    metadata = tool_metadata(tool, wording)
+    if wording is not None:
+        values = {
+            "question": question,
+            "sub_goal": sub_goal,
+            "tool_name": tool.name,
+            "tool_metadata": metadata,
+            "context": context,
+        }
+        return _messages(wording.command.render(values), wording)
     return _messages(
         COMMAND_TEMPLATE.format(
             query=question,
             sub_goal=sub_goal,
             tool_name=tool.name,
-            metadata=tool_metadata(tool),
+            metadata=metadata,
             context=context,
         )
     )
 
 
-def verifier_messages(memory: Memory, tools: ToolSet) -> list[Message]:
+def verifier_messages(
+    memory: Memory, tools: ToolSet, wording: AgentFlowWording | None = None
+) -> list[Message]:
+    """The verifier's request: does the memory answer the query (STOP) or not (CONTINUE)?"""
+    if wording is not None:
+        values = {
+            "question": memory.query,
+            "self.available_tools": available_tools(tools),
+            "self.toolbox_metadata": toolbox_metadata(tools, wording),
+            "query_analysis": analysis_text(memory.analysis),
+            "memory.get_actions()": memory_actions(memory, wording),
+        }
+        return _messages(wording.verifier.render(values), wording)
     return _messages(
         VERIFIER_TEMPLATE.format(
             query=memory.query,
@@ -161,7 +212,15 @@ def verifier_messages(memory: Memory, tools: ToolSet) -> list[Message]:
     )
 
 
-def generalist_messages(memory: Memory) -> list[Message]:
+def generalist_messages(memory: Memory, wording: AgentFlowWording | None = None) -> list[Message]:
+    """The request for the direct answer from the whole memory."""
+    if wording is not None:
+        values = {
+            "question": memory.query,
+            "self.query_analysis": _analysis_object_text(memory.analysis),
+            "memory.get_actions()": memory_actions(memory, wording),
+        }
+        return _messages(wording.generalist.render(values), wording)
     return _messages(
         GENERALIST_TEMPLATE.format(
             query=memory.query,
@@ -169,6 +228,17 @@ def generalist_messages(memory: Memory) -> list[Message]:
             memory=memory_actions(memory),
         )
     )
+
+
+def _analysis_object_text(analysis: QueryAnalysis | None) -> str:
+    """The analysis as AgentFlow's direct-answer prompt shows it: its analysis model's reply
+    itself, which, unlike what its planner and verifier get, is not stripped: a text reply as
+    written, a structured one as its four sections with a newline before and after."""
+    text = analysis_text(analysis)
+    raw = getattr(analysis, "raw", "")
+    if isinstance(raw, str) and raw and raw.strip() == text:
+        return raw
+    return f"\n{text}\n" if text else text
 
 
 # --- reading replies ---------------------------------------------------------------------------
@@ -189,9 +259,9 @@ _SECTION = re.compile(
 def read_analysis(text: str) -> dict[str, str]:
     """The four sections of an analysis reply (labelled text, or a JSON object with AgentFlow's
     keys); a missing section is empty."""
-    for candidate in _json_objects(text):
-        if any(key in candidate for key in ANALYSIS_SECTIONS):
-            return {key: str(candidate.get(key, "")).strip() for key in ANALYSIS_SECTIONS}
+    structured = read_structured_analysis(text)
+    if structured is not None:
+        return structured
     found = {key: "" for key in ANALYSIS_SECTIONS}
     matches = list(_SECTION.finditer(text))
     by_label = {label.lower(): key for key, label in ANALYSIS_SECTIONS.items()}
@@ -200,6 +270,15 @@ def read_analysis(text: str) -> dict[str, str]:
         body = (match.group(2) + text[match.end() : end]).strip()
         found[by_label[match.group(1).lower()]] = body
     return found
+
+
+def read_structured_analysis(text: str) -> dict[str, str] | None:
+    """The four sections of a JSON reply with AgentFlow's keys (the structured reply its OpenAI
+    models give); ``None`` for any other reply."""
+    for candidate in _json_objects(text):
+        if any(key in candidate for key in ANALYSIS_SECTIONS):
+            return {key: str(candidate.get(key, "")).strip() for key in ANALYSIS_SECTIONS}
+    return None
 
 
 def analysis_as_text(sections: Mapping[str, str]) -> str:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import weakref
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import gymnasium as gym
@@ -284,13 +284,21 @@ def dataset_specs(
     limit: int | None = None,
     env_id: str | None = DEFAULT_ENV_ID,
     env_kwargs: Mapping[str, Any] | None = None,
+    answer_tag_suffix: bool = False,
+    question_suffix: str | None = None,
 ) -> Iterator[tuple[TaskSpec, Task]]:
     """One inline-record spec per task of a QA data file (see ``agentflow_env.tasks.datasets``).
 
     ``corpus`` (a corpus JSONL path) is recorded in each task, for local search; leave it out
-    when the Search tool asks a retriever server.
+    when the Search tool asks a retriever server. ``answer_tag_suffix`` writes each question
+    with the ``<answer>`` instruction (an inline record is never given it by the env);
+    ``question_suffix`` instead appends that text to every question as it is (AgentFlow's own
+    sentence, read from a checkout: ``AgentFlowWording.answer_suffix``).
     """
-    for task in load_tasks(path, split=split, limit=limit):
+    own = answer_tag_suffix and question_suffix is None
+    for task in load_tasks(path, split=split, limit=limit, answer_tag_suffix=own):
+        if question_suffix is not None:
+            task = replace(task, question=task.question + question_suffix)
         yield TaskSpec.for_task(task, env_id, env_kwargs, corpus_path=corpus), task
 
 

@@ -11,6 +11,11 @@
   Search-R1's processed files: gold aliases in ``reward_model.ground_truth.target``, the split in
   ``extra_info.split``, and the question in a ``question`` column or, without one, inside the
   user message of ``prompt`` (``question_from_prompt``).
+- AgentFlow's training rows (Parquet or JSONL): ``{"id", "question", "result", "source",
+  "extra_info": {"ground_truth", "idx"}}``; the gold answer is ``result`` (else
+  ``extra_info.ground_truth``). AgentFlow's data preparation joins an NQ question's aliases
+  with ``"; "`` into that one string, so a row whose ``source`` is ``"nq"`` has it split back
+  into aliases; other rows (math answers, which may hold ``"; "`` themselves) keep it whole.
 
 Their corpora (wiki-18 style JSONL) are read by ``agentflow_env.retrieval.corpus``.
 
@@ -41,7 +46,10 @@ PathLike = str | os.PathLike[str]
 FORMATS = ("jsonl", "json", "parquet")
 
 _QUESTION_KEYS = ("query", "question")  # AgentFlow sends "query" when a record has both
-_ANSWER_KEYS = ("golden_answers", "answer", "answers")
+_ANSWER_KEYS = ("golden_answers", "answer", "answers", "result")
+_JOINED_ALIASES = {"nq": "; "}
+"""AgentFlow training rows' ``source`` -> the separator its data preparation joined the aliases
+of one question with."""
 _ID_KEYS = ("id", "pid", "qid", "_id")
 _SPLIT_WORDS = {
     "train": "train",
@@ -267,7 +275,7 @@ def _to_task(
     answers_key, answers = _find_answers(record)
     if answers_key is None:
         raise fail(f"missing gold answers (one of {list(_ANSWER_KEYS)})")
-    gold = _answer_aliases(answers)
+    gold = _answer_aliases(_split_joined(record, answers))
     if gold is None:
         raise fail(f"'{answers_key}' must be a string or a list of strings, got {answers!r:.80}")
     if not gold:
@@ -314,6 +322,10 @@ def _find_answers(record: Mapping[str, Any]) -> tuple[str | None, Any]:
     for key in _ANSWER_KEYS:
         if record.get(key) is not None:
             return key, record[key]
+    # AgentFlow's training rows: extra_info.ground_truth (the same text as their result)
+    extra_info = record.get("extra_info")
+    if isinstance(extra_info, Mapping) and extra_info.get("ground_truth") is not None:
+        return "extra_info.ground_truth", extra_info["ground_truth"]
     # Search-R1's processed Parquet: reward_model.ground_truth.target
     reward_model = record.get("reward_model")
     if isinstance(reward_model, Mapping):
@@ -321,6 +333,16 @@ def _find_answers(record: Mapping[str, Any]) -> tuple[str | None, Any]:
         if isinstance(truth, Mapping) and truth.get("target") is not None:
             return "reward_model.ground_truth.target", truth["target"]
     return None, None
+
+
+def _split_joined(record: Mapping[str, Any], answers: Any) -> Any:
+    """An AgentFlow training row's joined aliases as a list (``_JOINED_ALIASES``), else
+    ``answers`` as they are."""
+    source = record.get("source")
+    separator = _JOINED_ALIASES.get(source) if isinstance(source, str) else None
+    if separator is None or not isinstance(answers, str) or _listed_strings(answers):
+        return answers
+    return answers.split(separator)
 
 
 def _answer_aliases(value: Any) -> tuple[str, ...] | None:

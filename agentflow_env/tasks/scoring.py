@@ -9,18 +9,24 @@ side scores only when both sides are the same word.
 Answers may come wrapped in ``<answer>...</answer>`` tags, the output form AgentFlow asks its
 agents for; ``extract_tagged_answer`` pulls the tagged part out before scoring, and
 ``with_answer_tag_instruction`` adds the request for that form to a question.
+``answer_options`` reads a multiple-choice record's listed options, which an answer judge
+compares the chosen option against.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import string
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 __all__ = [
     "ANSWER_TAG_INSTRUCTION",
+    "OPTION_KEYS",
     "YES_NO_ANSWERS",
+    "answer_options",
     "exact_match",
     "extract_tagged_answer",
     "f1_score",
@@ -63,6 +69,31 @@ def with_answer_tag_instruction(question: str) -> str:
     if all(tag.search(question) for tag in _ASKS_FOR_TAGS):
         return question
     return f"{question.rstrip()} {ANSWER_TAG_INSTRUCTION}"
+
+
+OPTION_KEYS = ("choices", "options")
+"""Where a record lists a multiple-choice question's options (GPQA's and MedQA's files in
+AgentFlow's benchmark set), in the order they are looked for."""
+
+
+def answer_options(metadata: Mapping[str, Any]) -> tuple[str, ...]:
+    """A multiple-choice task's options from its metadata: the first of ``OPTION_KEYS`` holding
+    a list of at least two strings (or the JSON text of one, as dataset records keep it);
+    ``()`` for any other task."""
+    for key in OPTION_KEYS:
+        value = metadata.get(key)
+        if isinstance(value, str) and value.lstrip().startswith("["):
+            try:
+                value = json.loads(value)
+            except ValueError:
+                continue
+        if (
+            isinstance(value, list | tuple)
+            and len(value) >= 2
+            and all(isinstance(item, str) and item.strip() for item in value)
+        ):
+            return tuple(value)
+    return ()
 
 
 def normalize_answer(s: str) -> str:

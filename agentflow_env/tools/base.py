@@ -68,22 +68,32 @@ class ToolContext:
     is built (once per episode) and kept by every copy of it (``dataclasses.replace``, a fork of
     the episode): a tool that draws randomness per episode without a ``seed`` derives it from
     this key, never from shared state, so a forked episode given the same calls draws the same.
+    ``agentflow_shapes`` (set under ``prompt_style="agentflow"``) asks AgentFlow's tools for
+    the results AgentFlow's own tools return (``ToolResult.value``), since its planner was
+    trained on those.
     """
 
     corpus: Corpus | None = None
     seed: int | None = None
     time_limit_s: float | None = None
     episode_key: int = field(default_factory=_fresh_episode_key)
+    agentflow_shapes: bool = False
 
 
 @dataclass
 class ToolResult:
-    """The outcome of one call. A failed call has ``ok=False`` and a readable ``error``."""
+    """The outcome of one call. A failed call has ``ok=False`` and a readable ``error``.
+
+    ``value`` is the result as a Python value where a tool has a structured one to give (the
+    dict one of AgentFlow's tools returns, under ``ToolContext.agentflow_shapes``); ``output``
+    is always its text.
+    """
 
     ok: bool
     output: str
     error: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    value: Any = None
 
     @classmethod
     def failure(cls, error: str, **metadata: Any) -> ToolResult:

@@ -11,6 +11,11 @@ tool.execute(...)`` demo commands) and the memory dict (full results, no verifie
 questions, no step counter). The sentences of the task, instructions and rules are this
 project's own wording of the same requests; tool descriptions are the tools' own cards.
 
+With the user's own AgentFlow checkout (``agentflow_source``, read by ``agentflow_source.py``)
+AgentFlow's words replace this project's: the system prompt, the whole next-step prompt
+(AgentFlow's f-string filled with the same values), the card of every tool the checkout has,
+and the memory text of a step with no usable tool. The renderings stay the same.
+
 AgentFlow has no finish action: where the planner may finish (``termination`` "planner" or
 "both"), one rule of this project's wording (``FINISH_RULE``) is added after AgentFlow's rules,
 and nothing else changes.
@@ -23,9 +28,12 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from agentflow_env.tools.agentflow.metadata import output_type as agentflow_output_type
+from agentflow_env.tools.agentflow.metadata import require_llm_engine, user_metadata
 from agentflow_env.tools.base import Tool
 from agentflow_env.tools.registry import ToolSet
 from agentflow_env.workflow.actions import FINISH_TOOL_NAME
+from agentflow_env.workflow.agentflow_source import AgentFlowWording
 from agentflow_env.workflow.memory import Memory, MemoryEntry, QueryAnalysis
 
 __all__ = [
@@ -94,21 +102,52 @@ FINISH_RULE = (
 
 
 def agentflow_planner_messages(
-    memory: Memory, tools: ToolSet, *, show_sub_questions: bool = False, finish: bool = False
+    memory: Memory,
+    tools: ToolSet,
+    *,
+    show_sub_questions: bool = False,
+    finish: bool = False,
+    wording: AgentFlowWording | None = None,
+    turn: int | None = None,
+    max_turns: int | None = None,
 ) -> list[dict[str, str]]:
     """The planner's prompt as AgentFlow sends it: one user message under the plain system
     prompt. ``show_sub_questions`` adds the analysis's sub-questions (a hint AgentFlow never
-    gives; off unless asked for); ``finish`` adds the rule describing the finish action."""
-    user = PLANNER_TEMPLATE.format(
-        query=memory.query,
-        analysis=analysis_text(memory.analysis, show_sub_questions=show_sub_questions),
-        tools=available_tools(tools),
-        metadata=toolbox_metadata(tools),
-        steps=memory_actions(memory),
-    )
+    gives; off unless asked for); ``finish`` adds the rule describing the finish action.
+    ``wording``: AgentFlow's own, read from a checkout (else this project's); ``turn`` and
+    ``max_turns`` fill a step counter where its prompt has one (its text-only prompt has none).
+    """
+    analysis = analysis_text(memory.analysis, show_sub_questions=show_sub_questions)
+    if wording is None:
+        system = AGENTFLOW_SYSTEM
+        user = PLANNER_TEMPLATE.format(
+            query=memory.query,
+            analysis=analysis,
+            tools=available_tools(tools),
+            metadata=toolbox_metadata(tools),
+            steps=memory_actions(memory),
+        )
+    else:
+        system = wording.system_prompt
+        step = len(memory) + 1 if turn is None else turn
+        user = wording.planner.render(
+            {
+                "question": memory.query,
+                "query_analysis": analysis,
+                "self.available_tools": available_tools(tools),
+                "self.toolbox_metadata": toolbox_metadata(tools, wording),
+                "memory.get_actions()": memory_actions(memory, wording),
+                "step_count": step,
+                "max_step_count": max_turns,
+                "max_step_count - step_count": None if max_turns is None else max_turns - step,
+            }
+        )
     if finish:
+        if not user.endswith("\n"):  # AgentFlow's prompt ends in indentation: the rule goes
+            user = user.rstrip(" \t")  # on the line after its last one
+            user += "" if user.endswith("\n") else "\n"
         user += FINISH_RULE
-    return [{"role": "system", "content": AGENTFLOW_SYSTEM}, {"role": "user", "content": user}]
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
 def available_tools(tools: ToolSet) -> list[str]:
@@ -116,13 +155,20 @@ def available_tools(tools: ToolSet) -> list[str]:
     return list(tools.names)
 
 
-def toolbox_metadata(tools: ToolSet) -> dict[str, dict[str, Any]]:
+def toolbox_metadata(
+    tools: ToolSet, wording: AgentFlowWording | None = None
+) -> dict[str, dict[str, Any]]:
     """Tool name -> its metadata dict, in order (rendered as a Python dict)."""
-    return {tool.name: tool_metadata(tool) for tool in tools}
+    return {tool.name: tool_metadata(tool, wording) for tool in tools}
 
 
-def tool_metadata(tool: Tool) -> dict[str, Any]:
-    """One tool's metadata with AgentFlow's keys, from its card."""
+def tool_metadata(tool: Tool, wording: AgentFlowWording | None = None) -> dict[str, Any]:
+    """One tool's metadata with AgentFlow's keys: the checkout's own for a tool it has (by
+    name, verbatim), else from the tool's card."""
+    if wording is not None:
+        found = wording.card(tool.name)
+        if found is not None:
+            return dict(found)
     card = tool.card
     return {
         "tool_name": card.name,
@@ -133,7 +179,7 @@ def tool_metadata(tool: Tool) -> dict[str, Any]:
             f"{spec.get('description', '')}"
             for name, spec in card.input_schema.items()
         },
-        "output_type": card.output_type,
+        "output_type": agentflow_output_type(tool),
         "demo_commands": [
             {
                 "command": demo_command(demo.get("command", "")),
@@ -141,11 +187,8 @@ def tool_metadata(tool: Tool) -> dict[str, Any]:
             }
             for demo in card.demo_commands
         ],
-        "user_metadata": {
-            "limitation": "; ".join(card.limitations),
-            "best_practice": "; ".join(getattr(card, "best_practices", ())),
-        },
-        "require_llm_engine": bool(getattr(tool, "requires_llm", False)),
+        "user_metadata": user_metadata(tool),
+        "require_llm_engine": require_llm_engine(tool),
     }
 
 
@@ -171,22 +214,35 @@ def _python_literal(value: Any) -> str:
     return repr(value)
 
 
-def memory_actions(memory: Memory) -> dict[str, dict[str, Any]]:
+def memory_actions(
+    memory: Memory, wording: AgentFlowWording | None = None
+) -> dict[str, dict[str, Any]]:
     """``{'Action Step n': {'tool_name', 'sub_goal', 'command', 'result'}}`` with full results
-    (a list of the call's outputs, as AgentFlow's executor returns them)."""
-    return {f"Action Step {entry.turn}": _action(entry) for entry in memory}
+    (a list of the call's outputs, as AgentFlow's executor returns them); a step with no usable
+    tool in ``wording``'s words where given."""
+    return {f"Action Step {entry.turn}": _action(entry, wording) for entry in memory}
 
 
-def _action(entry: MemoryEntry) -> dict[str, Any]:
+def _action(entry: MemoryEntry, wording: AgentFlowWording | None = None) -> dict[str, Any]:
     if entry.selected_tool is None:
         named = entry.unmatched_tool
+        if wording is None:
+            unmatched = None if named is None else f"No matched tool given: {named}"
+            command, result_text = NO_TOOL_COMMAND, NO_TOOL_RESULT
+        else:
+            unmatched = (
+                None if named is None else wording.unmatched_tool.render({"tool_name": named})
+            )
+            command, result_text = wording.no_tool_command, wording.no_tool_result
         return {
-            "tool_name": None if named is None else f"No matched tool given: {named}",
+            "tool_name": unmatched,
             "sub_goal": entry.sub_goal or None,
-            "command": NO_TOOL_COMMAND,
-            "result": NO_TOOL_RESULT,
+            "command": command,
+            "result": result_text,
         }
     result: Any = [entry.tool_result] if entry.tool_ok else [f"Error: {' | '.join(entry.errors)}"]
+    if entry.tool_value is not None:  # the value AgentFlow's tool returns (a dict, say)
+        result = [entry.tool_value]
     return {
         "tool_name": entry.selected_tool,
         "sub_goal": entry.sub_goal,

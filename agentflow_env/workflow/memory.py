@@ -93,6 +93,9 @@ class MemoryEntry:
     """The tool's own name when the planner saw it renamed (an evaluation variant), else None."""
     unmatched_tool: str | None = None
     """The tool name the action gave when no tool answers to it (an unknown tool), else None."""
+    tool_value: Any = None
+    """The tool's result as a Python value where it gave one (``ToolResult.value``: what one of
+    AgentFlow's tools returns under ``prompt_style="agentflow"``), else None."""
 
     @property
     def tool_key(self) -> str | None:

@@ -25,6 +25,7 @@ from agentflow_env.base.tokens import ChatTokenizer
 from agentflow_env.base.untrusted import PlainText
 from agentflow_env.tools.registry import ToolSet
 from agentflow_env.workflow.action_input import MAX_TOKEN_ID
+from agentflow_env.workflow.agentflow_source import AgentFlowWording
 from agentflow_env.workflow.memory import Memory
 from agentflow_env.workflow.prompts import (
     Message,
@@ -135,6 +136,8 @@ class PromptView:
     termination: str = "verifier"
     """Who may end the episode (``SessionConfig.termination``): the prompt describes the
     planner's finish action where it may finish."""
+    wording: AgentFlowWording | None = None
+    """AgentFlow's own words from the user's checkout (``SessionConfig.agentflow_wording``)."""
 
     @property
     def next_turn(self) -> int:
@@ -151,6 +154,7 @@ class PromptView:
             style=self.style,
             show_sub_questions=self.show_sub_questions,
             termination=self.termination,
+            wording=self.wording,
         )
 
 

@@ -9,6 +9,7 @@ from agentflow_env.base.untrusted import shorten
 from agentflow_env.tools.registry import ToolSet
 from agentflow_env.workflow.actions import FINISH_TOOL_NAME
 from agentflow_env.workflow.agentflow_format import agentflow_planner_messages
+from agentflow_env.workflow.agentflow_source import AgentFlowWording
 from agentflow_env.workflow.memory import Memory
 from agentflow_env.workflow.outcome import planner_may_finish, verifier_may_stop
 
@@ -71,6 +72,7 @@ def planner_messages(
     style: str = "full",
     show_sub_questions: bool = True,
     termination: str = "verifier",
+    wording: AgentFlowWording | None = None,
 ) -> list[Message]:
     """Messages for the planner's next turn (``turn`` counts from 1).
 
@@ -78,6 +80,7 @@ def planner_messages(
     own format, ``agentflow_format``). ``show_sub_questions``: the analysis's sub-questions and
     the verifier's open questions appear in the prompt (a hint AgentFlow never gives).
     ``termination``: with ``"planner"`` or ``"both"`` the prompt describes the finish action.
+    ``wording``: AgentFlow's own words, read from the user's checkout (``"agentflow"`` only).
     """
     if style == "agentflow":
         return agentflow_planner_messages(
@@ -85,6 +88,9 @@ def planner_messages(
             tools,
             show_sub_questions=show_sub_questions,
             finish=planner_may_finish(termination),
+            wording=wording,
+            turn=turn,
+            max_turns=max_turns,
         )
     template = COMPACT_SYSTEM if style == "compact" else PLANNER_SYSTEM
     system = template.format(tool_cards=tools.cards_text(), tool_names=", ".join(tools.names))

@@ -18,7 +18,9 @@ from agentflow_env.base.tokens import ChatTokenizer
 from agentflow_env.base.untrusted import shorten
 from agentflow_env.tasks.base import Task
 from agentflow_env.tasks.oracle import evidence_answers
-from agentflow_env.tools.base import ToolContext, ToolResult
+from agentflow_env.tasks.scoring import answer_options
+from agentflow_env.tools.agentflow.names import match_agentflow_tool
+from agentflow_env.tools.base import Tool, ToolContext, ToolResult
 from agentflow_env.tools.registry import ToolSet
 from agentflow_env.tools.runner import run_tool
 from agentflow_env.workflow.action_input import ActionInput, read_action
@@ -29,6 +31,7 @@ from agentflow_env.workflow.actions import (
     is_finish,
     parse_planner_action,
 )
+from agentflow_env.workflow.agentflow_source import AgentFlowWording
 from agentflow_env.workflow.diagnostics import (
     chose_tool,
     diagnose_episode,
@@ -81,10 +84,19 @@ __all__ = [
 
 
 class AnswerJudge(Protocol):
-    """Scores a final answer in [0, 1] (e.g. an LLM judge); used when ``reward="llm_judge"``."""
+    """Scores a final answer in [0, 1] (e.g. an LLM judge); used when ``reward="llm_judge"``.
+
+    ``options`` (a multiple-choice task's listed options, ``answer_options``) is passed only
+    for such a task, so a judge without the parameter still scores every other task.
+    """
 
     async def judge(
-        self, question: str, answer: str | None, gold_answers: Sequence[str]
+        self,
+        question: str,
+        answer: str | None,
+        gold_answers: Sequence[str],
+        *,
+        options: Sequence[str] = (),
     ) -> float: ...
 
 
@@ -128,6 +140,9 @@ class SessionConfig:
     budget_curve: bool = False
     """Add ``success_by_budget`` to the diagnostics at the end (``Session.success_by_budget``:
     one generalist call per budget shorter than the episode)."""
+    agentflow_wording: AgentFlowWording | None = None
+    """AgentFlow's own words, read from the user's checkout (``agentflow_source``), for the
+    ``"agentflow"`` prompt style; ``None``: this project's own wording."""
 
     def __post_init__(self) -> None:
         if self.max_turns < 1:
@@ -205,7 +220,11 @@ class Session:
             )
         self._finish_action: PlannerAction | None = None
         """The planner's finish action, once it gave one (the episode's last turn)."""
-        self.tool_context = ToolContext(corpus=task.corpus, seed=seed)
+        self.tool_context = ToolContext(
+            corpus=task.corpus,
+            seed=seed,
+            agentflow_shapes=self.config.prompt_style == "agentflow",
+        )
         self._metrics = EpisodeMetrics()
         self._done = False
         self._outcome: EpisodeOutcome | None = None
@@ -421,7 +440,7 @@ class Session:
             )
         if self._may_finish and is_finish(action):
             return self._finish_entry(turn, action)
-        tool = self.tools.get(action.tool_name)
+        tool = self._tool_named(action.tool_name)
         if tool is None:
             known = ", ".join(self.tools.names)
             name = shorten(action.tool_name, 80)
@@ -537,7 +556,18 @@ class Session:
             open_questions=open_questions,
             errors=errors,
             tool_identity=identity if identity != tool else None,
+            tool_value=result.value,
         )
+
+    def _tool_named(self, name: str) -> Tool | None:
+        """The tool the planner named. In AgentFlow's format only as AgentFlow's planner matches
+        names (case, spaces and underscores aside, the shown names only), so a short or a
+        misspelt name is an unknown tool there as it is in AgentFlow; else any forgiving
+        spelling or alias."""
+        if self.config.prompt_style != "agentflow":
+            return self.tools.get(name)
+        matched = match_agentflow_tool(name, self.tools.names)
+        return next((tool for tool in self.tools if tool.name == matched), None)
 
     def _module_failed(self, turn: int, module: str, exc: Exception) -> None:
         """A frozen module failed after its own retries: record it; the episode ends this turn."""
@@ -719,13 +749,15 @@ class Session:
             return answer_score(answer, self.task.gold_answers, reward)
         if self.config.judge is None:
             raise RuntimeError("reward='llm_judge' needs a judge in the session config")
+        options = answer_options(self.task.metadata)
+        extra = {"options": options} if options else {}
         try:
             verdict = float(
                 await self._timed(
                     "judge",
                     self.turn,
                     self.config.judge.judge(
-                        self.task.question, scored_answer(answer), self.task.gold_answers
+                        self.task.question, scored_answer(answer), self.task.gold_answers, **extra
                     ),
                 )
             )
@@ -837,6 +869,7 @@ class Session:
             show_sub_questions=self.config.show_sub_questions,
             final_text=self._outcome.final_text if self._outcome else None,
             termination=self.config.termination,
+            wording=self.config.agentflow_wording,
         )
 
     def _next_observation(

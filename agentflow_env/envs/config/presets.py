@@ -2,11 +2,13 @@
 
 ``preset="agentflow_eval"`` and ``"agentflow_train"`` reproduce AgentFlow's own pipeline so a
 planner trained with its code meets the prompts, tools and memory it knows: AgentFlow's prompt
-format (``prompt_style="agentflow"``), its four tools under their names, LLM frozen modules, no
+format (``prompt_style="agentflow"``), the five tools its planner is shown, under their names
+and in its order (``AGENTFLOW_TOOLS``), matched and answering as there, LLM frozen modules, no
 task hints (``show_sub_questions=False``), the verifier judging every turn, and AgentFlow's
-limits: 10 steps and 300 s per query when evaluating; 3 steps, a 500 s limit, an LLM judge as
-reward and the ``<answer>`` instruction on each dataset question when training. A setting given
-beside the preset wins over it.
+limits: 2048 tokens per planner turn and 120 s per tool call (its executor's limit; a tool's own
+timeout may be shorter), 10 steps and 300 s per query when evaluating; 3 steps, a 500 s limit, an
+LLM judge as reward and the ``<answer>`` instruction on each dataset question when training. A
+setting given beside the preset wins over it.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ _AGENTFLOW: dict[str, Any] = {
     "verify_invalid_turns": True,
     "tools": AGENTFLOW_TOOLS,
     "modules": "llm",
+    "max_action_tokens": 2048,
+    "tool_timeout_s": 120.0,
 }
 PRESETS: dict[str, dict[str, Any]] = {
     "agentflow_eval": {**_AGENTFLOW, "max_turns": 10, "time_limit_s": 300.0},

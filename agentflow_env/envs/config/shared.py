@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
@@ -31,6 +32,12 @@ from agentflow_env.retrieval.dense import DEFAULT_DENSE_MODEL
 from agentflow_env.retrieval.hybrid import RetrieverKind
 from agentflow_env.tasks.base import TaskSource
 from agentflow_env.tools.base import Tool
+from agentflow_env.workflow.agentflow_source import (
+    SOURCE_ENV_VAR,
+    AgentFlowWording,
+    read_agentflow_source,
+    source_label,
+)
 from agentflow_env.workflow.frozen_modules import Modules
 from agentflow_env.workflow.outcome import Termination
 from agentflow_env.workflow.session import (
@@ -193,6 +200,14 @@ class EnvConfig(abc.ABC):
         "agentflow (AgentFlow's own format, for planners trained with its code)",
         section="observations",
     )
+    agentflow_source: str | os.PathLike[str] | None = setting(
+        None,
+        help="the top folder of your own AgentFlow checkout: with prompt_style agentflow, every "
+        "sentence of AgentFlow's prompts, its tool cards, its memory text for an unknown tool and "
+        "its training answer-tag sentence are read from it (parsed, never run)",
+        section="observations",
+        none_means=f"${SOURCE_ENV_VAR} if set, else this project's own wording",
+    )
     show_sub_questions: bool = setting(
         True,
         help="show the query analysis's sub-questions and the verifier's open questions to the "
@@ -232,6 +247,11 @@ class EnvConfig(abc.ABC):
         for item in dataclasses.fields(self):
             value = check_field(item, hints[item.name], getattr(self, item.name))
             object.__setattr__(self, item.name, value)
+        if self.agentflow_source is not None and self.prompt_style != "agentflow":
+            raise ValueError(
+                "agentflow_source= supplies AgentFlow's wording to prompt_style='agentflow' "
+                f"(preset agentflow_eval or agentflow_train), not to {self.prompt_style!r}"
+            )
         self.check()
 
     def check(self) -> None:
@@ -241,6 +261,28 @@ class EnvConfig(abc.ABC):
     @abc.abstractmethod
     def make_task_source(self) -> TaskSource:
         """The variant's task source (may read files or build worlds)."""
+
+    # -- AgentFlow's wording -----------------------------------------------------------------------
+    def agentflow_source_path(self) -> str | None:
+        """The AgentFlow checkout the env takes its wording from: ``agentflow_source``, else
+        ``$AGENTFLOW_SOURCE`` (only under ``prompt_style="agentflow"``); ``None``: its own."""
+        if self.prompt_style != "agentflow":
+            return None
+        if self.agentflow_source is not None:
+            return os.fspath(self.agentflow_source)
+        return os.environ.get(SOURCE_ENV_VAR) or None
+
+    def agentflow_wording(self) -> AgentFlowWording | None:
+        """AgentFlow's wording read from the checkout (``agentflow_source_path``), or ``None``
+        for this project's own. A checkout that lacks a piece raises ``ValueError`` naming the
+        file and the piece."""
+        path = self.agentflow_source_path()
+        return None if path is None else read_agentflow_source(path)
+
+    def wording_label(self) -> str:
+        """``own``, or ``AgentFlow's, from PATH at COMMIT`` (for summaries and checks)."""
+        wording = self.agentflow_wording()
+        return source_label(None) if wording is None else wording.label
 
     # -- names -----------------------------------------------------------------------------------
     @classmethod

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -157,15 +159,20 @@ class SearchEnvConfig(EnvConfig):
             return self.task_source
         if self.dataset is not None:
             check_dataset_corpus(self.corpus, self.tools, self.retriever_url)
-            return dataset_source(
+            # With a checkout, the sentence is AgentFlow's own, appended as its rollout does.
+            wording = self.agentflow_wording() if self.answer_tag_suffix else None
+            source = dataset_source(
                 self.dataset,
                 self.corpus,
                 split=self.dataset_split,
                 limit=self.dataset_limit,
                 index_cache_dir=self.index_cache_dir,
                 warm_index=not self.retriever_url,
-                answer_tag_suffix=self.answer_tag_suffix,
+                answer_tag_suffix=self.answer_tag_suffix and wording is None,
             )
+            if wording is not None:
+                source = with_question_suffix(source, wording.answer_suffix)
+            return source
         return synthetic_source(
             world_seed=self.world_seed,
             world_size=self.world_size,
@@ -175,6 +182,18 @@ class SearchEnvConfig(EnvConfig):
             fresh_world=self.fresh_world,
             distractors=self.distractors,
         )
+
+
+def with_question_suffix(source: TaskSource, suffix: str) -> TaskSource:
+    """``source`` with ``suffix`` appended to every question as it is (AgentFlow's training
+    rollout appends its answer-format sentence so, with no check and no trimming)."""
+    if not isinstance(source, ListTaskSource):
+        raise TypeError(f"cannot append to the questions of a {type(source).__name__}")
+    tagged = copy.copy(source)
+    tagged.tasks = tuple(
+        dataclasses.replace(task, question=task.question + suffix) for task in source.tasks
+    )
+    return tagged
 
 
 _WORLD_SETTINGS = (

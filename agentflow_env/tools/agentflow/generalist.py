@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
+from agentflow_env.tools.agentflow.metadata import MetadataFacts
 from agentflow_env.tools.agentflow.model import LLMTool, ModelCallError
 from agentflow_env.tools.agentflow.names import GENERALIST, short_names_of
 from agentflow_env.tools.base import ToolCard, ToolContext, ToolResult
@@ -62,6 +63,7 @@ class GeneralistSolutionGeneratorTool(LLMTool):
 
     card = CARD
     aliases = short_names_of(GENERALIST)
+    agentflow_facts: ClassVar[MetadataFacts] = MetadataFacts(require_llm_engine=True)
 
     async def run(self, arguments: Mapping[str, Any], context: ToolContext) -> ToolResult:
         try:

@@ -8,8 +8,9 @@ google.serper.dev). Without a key every call fails with a recorded error saying 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
+from agentflow_env.tools.agentflow.metadata import MetadataFacts
 from agentflow_env.tools.agentflow.names import GOOGLE_SEARCH, short_names_of
 from agentflow_env.tools.agentflow.web_search import (
     SEARCH_API_KEY_ENV_VAR,
@@ -72,6 +73,7 @@ class GroundGoogleSearchTool(Tool):
 
     card = CARD
     aliases = short_names_of(GOOGLE_SEARCH)
+    agentflow_facts: ClassVar[MetadataFacts] = MetadataFacts(plural_keys=True, intros=False)
 
     def __init__(
         self,

@@ -17,7 +17,9 @@ from agentflow_env.tools.base import Tool, ToolResult
 TOOLS_LLM_ROLE = "tools"
 """The role whose variables configure the tools' model: ``AGENTFLOW_TOOLS_BASE_URL`` & co."""
 
-DEFAULT_LLM_TIMEOUT_S = 60.0
+DEFAULT_LLM_TIMEOUT_S = 120.0
+"""A model call's own limit: AgentFlow's executor gives a tool call 120 s. The env's
+``tool_timeout_s`` (10 s unless a preset raises it) caps it further."""
 
 
 class ChatReply(Protocol):

@@ -8,10 +8,13 @@ program gets what is left, up to its own limit.
 from __future__ import annotations
 
 import dataclasses
+import json
+import secrets
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
+from agentflow_env.tools.agentflow.metadata import MetadataFacts
 from agentflow_env.tools.agentflow.model import (
     DEFAULT_LLM_TIMEOUT_S,
     ChatModel,
@@ -77,7 +80,10 @@ CARD = ToolCard(
 
 
 class PythonCodeGeneratorTool(LLMTool):
-    """``query`` -> the model's program -> run in the sandbox -> code and output as text.
+    """``query`` -> the model's program -> run in the sandbox -> code and output as text; in
+    AgentFlow's shapes (``ToolContext.agentflow_shapes``) the dict AgentFlow's Python tool
+    returns: ``printed_output``, ``variables`` (reported by a few lines run after the
+    program, ``variables_trailer``) and ``execution_code``, or ``error`` alone.
 
     ``backend`` and ``limits`` are ``PythonTool``'s (``"local"`` or ``"e2b"``; the sandbox's
     limits). ``timeout_s`` is the model's share of the call; the program's limit comes on top.
@@ -85,6 +91,14 @@ class PythonCodeGeneratorTool(LLMTool):
 
     card = CARD
     aliases = short_names_of(PYTHON_CODER)
+    agentflow_facts: ClassVar[MetadataFacts] = MetadataFacts(
+        plural_keys=True,
+        require_llm_engine=True,
+        output_type=(
+            "dict - the generated code (execution_code), what it printed (printed_output) and "
+            "the values of its variables (variables); only an error when the code failed"
+        ),
+    )
 
     def __init__(
         self,
@@ -108,26 +122,31 @@ class PythonCodeGeneratorTool(LLMTool):
             return error.result()
         if "```" not in reply:
             excerpt = reply[:_REPLY_EXCERPT_CHARS]
-            return ToolResult(
+            failed = ToolResult(
                 ok=False,
                 output=f"Model reply (no code block in it):\n{excerpt}",
                 error=f"{self.name}: the model's reply contains no ```python code block",
                 metadata={"kind": "no_code"},
             )
+            return _as_error_dict(failed) if context.agentflow_shapes else failed
         code = extract_code(reply)
         limit = context.time_limit_s
         if limit is not None:
             limit -= time.monotonic() - started
             if limit < _MIN_RUN_S:
-                return ToolResult.failure(
+                failed = ToolResult.failure(
                     f"{self.name}: the model used up the call's time; the code was not run",
                     kind="timeout",
                     code=code,
                 )
+                return _as_error_dict(failed) if context.agentflow_shapes else failed
+        shaped = context.agentflow_shapes
+        marker = f"__agentflow_variables_{secrets.token_hex(8)}__"
+        program = code + variables_trailer(marker) if shaped else code
         ran = await self.python.run(
-            {"code": code}, dataclasses.replace(context, time_limit_s=limit)
+            {"code": program}, dataclasses.replace(context, time_limit_s=limit)
         )
-        return _combined(code, ran)
+        return _as_dict(code, ran, marker) if shaped else _combined(code, ran)
 
 
 def _combined(code: str, ran: ToolResult) -> ToolResult:
@@ -140,4 +159,111 @@ def _combined(code: str, ran: ToolResult) -> ToolResult:
     )
 
 
-__all__ = ["PythonCodeGeneratorTool"]
+def _as_dict(code: str, ran: ToolResult, marker: str) -> ToolResult:
+    """The run as AgentFlow's Python tool returns it: ``printed_output``, ``variables`` and
+    ``execution_code``, or ``error`` alone when the program failed."""
+    if not ran.ok:
+        return _as_error_dict(_combined(code, ran))
+    printed, variables = _split_variables(ran.output, marker)
+    value = {
+        "printed_output": middle_cut(printed.strip(), MAX_PRINTED_CHARS),
+        "variables": variables,
+        "execution_code": code.strip("\n"),
+    }
+    return ToolResult(
+        ok=True, output=str(value), metadata={**ran.metadata, "code": code}, value=value
+    )
+
+
+def _as_error_dict(failed: ToolResult) -> ToolResult:
+    """A failed call with AgentFlow's ``{"error": ...}`` as its value (and its text)."""
+    reason = (failed.error or "the call failed").removeprefix(f"{PYTHON_CODER}: ")
+    value = {"error": reason}
+    return dataclasses.replace(failed, output=str(value), value=value)
+
+
+def _split_variables(stdout: str, marker: str) -> tuple[str, dict[str, str]]:
+    """What the program printed, and the variables the trailer reported after ``marker`` (none
+    when the program ended before the trailer ran)."""
+    printed, found, report = stdout.rpartition("\n" + marker)
+    if not found:
+        return stdout, {}
+    try:
+        variables = json.loads(report.strip())
+    except ValueError:
+        return printed, {}
+    if not isinstance(variables, dict):
+        return printed, {}
+    return printed, {str(name): str(shown) for name, shown in variables.items()}
+
+
+def middle_cut(text: str, limit: int) -> str:
+    """``text`` cut in the middle to about ``limit`` characters, saying so."""
+    if len(text) <= limit:
+        return text
+    half = max(limit // 2 - len(_CUT), 1)
+    return text[:half] + _CUT + text[-half:]
+
+
+def variables_trailer(marker: str) -> str:
+    """Code run after the program: prints ``marker`` then, as JSON, the program's variables as
+    AgentFlow's Python tool reports them (its names without leading ``__``, modules left out,
+    functions and classes by name, each value's text cut to ``MAX_VARIABLE_CHARS``, at most
+    ``MAX_VARIABLES``). Its own names start with ``__``, so it never reports itself."""
+    return _TRAILER.format(
+        marker=marker,
+        limit=MAX_VARIABLE_CHARS,
+        count=MAX_VARIABLES,
+        cut=_CUT,
+        cut_len=len(_CUT),
+        shell=tuple(sorted(_SHELL_NAMES)),
+    )
+
+
+MAX_PRINTED_CHARS = 3500
+MAX_VARIABLE_CHARS = 2000
+MAX_VARIABLES = 20
+"""AgentFlow's Python tool's limits on what it reports of a run."""
+_CUT = " ... [middle cut] ... "
+_SHELL_NAMES = frozenset({"In", "Out", "get_ipython", "exit", "quit", "_"})
+"""Names an interactive kernel (E2B's) defines that are not the program's (with ``_i``, ``_i3``,
+``_3``, ``_oh`` and the like)."""
+_TRAILER = """
+
+def __agentflow_report():
+    import builtins as __b, json as __json, re as __re, sys as __sys, types as __types
+    def __shown(value):
+        if __b.isinstance(value, (__types.FunctionType, __types.BuiltinFunctionType, __b.type)):
+            return "<" + __b.type(value).__name__ + ": " + __b.getattr(value, "__name__", "?") + ">"
+        if __b.hasattr(value, "__iter__") and __b.hasattr(value, "__next__"):
+            return "<iterator: " + __b.type(value).__name__ + ">"
+        try:
+            text = __b.str(value)
+        except __b.Exception:
+            return "<" + __b.type(value).__name__ + ", not printable>"
+        if __b.len(text) > {limit}:
+            half = {limit} // 2 - {cut_len}
+            text = text[:half] + {cut!r} + text[-half:]
+        return text
+    try:
+        found = __b.globals()
+        shell = {shell!r}
+        names = [
+            name for name, value in __b.list(found.items())
+            if not name.startswith("__") and name not in shell
+            and not __re.fullmatch(r"_(i{{1,3}}|i\\d+|\\d+|[dio]h)", name)
+            and not __b.isinstance(value, __types.ModuleType)
+        ]
+        report = {{name: __shown(found[name]) for name in names[:{count}]}}
+        if __b.len(names) > {count}:
+            report["__truncated__"] = __b.str(__b.len(names) - {count}) + " more variables left out"
+        text = __json.dumps(report)
+    except __b.Exception:  # never let the report fail a program that ran
+        text = "{{}}"
+    __sys.stdout.write("\\n{marker}" + text + "\\n")
+    __sys.stdout.flush()
+__agentflow_report()
+"""
+
+
+__all__ = ["PythonCodeGeneratorTool", "middle_cut", "variables_trailer"]

@@ -4,13 +4,25 @@ Retrieval is the ``Search`` tool's (``SearchTool``): BM25 over the task's corpus
 retriever server (``retriever_url``, default ``AGENTFLOW_RETRIEVER_URL``). With a model the
 passages are condensed to what bears on the query; without one (offline runs with the rule
 modules) the raw passages come back, saying so, instead of a failure.
+
+Under ``ToolContext.agentflow_shapes`` (``prompt_style="agentflow"``) it works and answers as
+AgentFlow's Wikipedia tool does: the retrieved passages are grouped into pages (one per title),
+a model picks the pages (at most three) likely to answer the query, each picked page is answered
+from as ``Web_RAG_Search_Tool`` answers from a page, and the result is AgentFlow's dict: the
+query, the picked pages with their title, URL, abstract and retrieved information, and the other
+pages with their title, URL and abstract. Without a model the best ranked pages are the picked
+ones.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import asyncio
+import re
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
+from agentflow_env.retrieval.corpus import parse_documents
+from agentflow_env.tools.agentflow.metadata import MetadataFacts
 from agentflow_env.tools.agentflow.model import (
     DEFAULT_LLM_TIMEOUT_S,
     ChatModel,
@@ -18,8 +30,10 @@ from agentflow_env.tools.agentflow.model import (
     ModelCallError,
 )
 from agentflow_env.tools.agentflow.names import WIKIPEDIA_RAG, short_names_of
+from agentflow_env.tools.agentflow.pages import wikipedia_url
+from agentflow_env.tools.agentflow.web_rag import page_answer
 from agentflow_env.tools.base import ToolCard, ToolContext, ToolResult
-from agentflow_env.tools.search import SearchTool
+from agentflow_env.tools.search import MAX_TOP_K, SearchTool
 
 SYSTEM_PROMPT = (
     "You extract information from reference passages. Report only what the passages say, "
@@ -27,6 +41,18 @@ SYSTEM_PROMPT = (
 )
 NO_MODEL_NOTE = "Raw passages (no language model is configured to condense them):"
 CONDENSED_HEADER = "Relevant information condensed from {count} retrieved passage(s):"
+
+QUERY_KEY = "query"
+RELEVANT_KEY = "relevant_pages (to the query)"
+OTHER_KEY = "other_pages (may be irrelevant to the query)"
+NO_PAGES_KEY = "relevant_pages"
+"""AgentFlow's keys; a search that finds no page has ``relevant_pages`` without the note."""
+MAX_PICKED = 3
+ABSTRACT_CHARS = 100
+PICK_SYSTEM_PROMPT = (
+    "You choose which encyclopedia pages are most likely to answer a question, judging by "
+    "their titles."
+)
 
 CARD = ToolCard(
     name=WIKIPEDIA_RAG,
@@ -72,12 +98,21 @@ CARD = ToolCard(
 
 
 class WikipediaRAGSearchTool(LLMTool):
-    """``query`` -> the top ``top_k`` passages -> the model's condensed account of them."""
+    """``query`` -> the top ``top_k`` passages -> the model's condensed account of them; in
+    AgentFlow's shapes, AgentFlow's dict of pages (see the module docstring)."""
 
     card = CARD
     aliases = short_names_of(WIKIPEDIA_RAG)
     uses_retriever: ClassVar[bool] = True
     """``build_tool`` passes the env's ``retriever_url`` on, as it does to ``Search``."""
+    agentflow_facts: ClassVar[MetadataFacts] = MetadataFacts(
+        require_llm_engine=False,
+        output_type=(
+            f"dict - the query; under '{RELEVANT_KEY}' the pages that bear on it, each with "
+            "its title, url, abstract and retrieved_information (what the page says about the "
+            f"query); under '{OTHER_KEY}' the other pages found, with title, url and abstract"
+        ),
+    )
 
     def __init__(
         self,
@@ -97,10 +132,13 @@ class WikipediaRAGSearchTool(LLMTool):
             retriever_timeout_s=retriever_timeout_s,
             max_retries=max_retries,
         )
-        self.timeout_s = timeout_s + self.search.timeout_s
+        # AgentFlow's shape takes two model calls in a row: picking pages, then answering.
+        self.timeout_s = 2 * timeout_s + self.search.timeout_s
 
     async def run(self, arguments: Mapping[str, Any], context: ToolContext) -> ToolResult:
         query = str(arguments["query"])
+        if context.agentflow_shapes:
+            return await self.pages_result(query, context)
         found = await self.search.run({"query": query}, context)
         if not found.ok:
             reason = (found.error or "retrieval failed").removeprefix("Search: ")
@@ -120,6 +158,89 @@ class WikipediaRAGSearchTool(LLMTool):
         metadata["condensed"] = True
         header = CONDENSED_HEADER.format(count=len(metadata["doc_ids"]))
         return ToolResult(ok=True, output=f"{header}\n{summary}", metadata=metadata)
+
+    async def pages_result(self, query: str, context: ToolContext) -> ToolResult:
+        """AgentFlow's dict of the pages found for ``query`` (the result and its text)."""
+        found = await self.search.run({"query": query, "top_k": MAX_TOP_K}, context)
+        if not found.ok:
+            reason = (found.error or "retrieval failed").removeprefix("Search: ")
+            return ToolResult.failure(f"{self.name}: {reason}", **found.metadata)
+        metadata: dict[str, Any] = dict(found.metadata)
+        pages = _pages(parse_documents(found.output))
+        if not pages:
+            missing = {"title": None, "url": None, "abstract": None}
+            value: dict[str, Any] = {
+                QUERY_KEY: query,
+                NO_PAGES_KEY: [],
+                OTHER_KEY: [{**missing, "error": f"No pages found for the query: {query}"}],
+            }
+            return ToolResult(ok=True, output=str(value), metadata=metadata, value=value)
+        titles = [title for title, _ in pages]
+        picked = await self._pick(query, titles, metadata)
+        answers = await asyncio.gather(
+            *(self._page_information(query, pages[i][1], metadata) for i in picked)
+        )
+        relevant = [
+            {**_page_entry(*pages[i]), "retrieved_information": answer}
+            for i, answer in zip(picked, answers, strict=True)
+        ]
+        others = [_page_entry(*page) for i, page in enumerate(pages) if i not in picked]
+        value = {QUERY_KEY: query, RELEVANT_KEY: relevant, OTHER_KEY: others}
+        metadata["relevant_titles"] = [titles[i] for i in picked]
+        return ToolResult(ok=True, output=str(value), metadata=metadata, value=value)
+
+    async def _pick(self, query: str, titles: Sequence[str], metadata: dict[str, Any]) -> list[int]:
+        """The indexes of the pages to answer from: the model's choice (none when its call
+        fails, as in AgentFlow), or without a model the best ranked ones."""
+        if self.llm is None:
+            metadata["picked_by"] = "rank"
+            return list(range(min(MAX_PICKED, len(titles))))
+        listed = "\n".join(f"{i}. {title}" for i, title in enumerate(titles))
+        request = (
+            f"Question: {query}\n\nPages found:\n{listed}\n\nWhich pages most likely hold "
+            f"what the question needs? Give at most {MAX_PICKED} page numbers, most useful "
+            "first, as a list such as [0, 2], and nothing else."
+        )
+        metadata["picked_by"] = "model"
+        try:
+            reply = await self.ask(PICK_SYSTEM_PROMPT, request)
+        except ModelCallError as error:
+            metadata["pick_error"] = str(error)
+            return []
+        return _page_numbers(reply, len(titles))
+
+    async def _page_information(self, query: str, text: str, metadata: dict[str, Any]) -> str:
+        try:
+            answer, _ = await page_answer(self, query, text)
+        except ModelCallError as error:
+            metadata.setdefault("answer_errors", []).append(str(error))
+            return f"Raw passages (answering from them failed: {error}):\n{text}"
+        return answer
+
+
+def _pages(passages: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The passages grouped into pages by title, in the order the titles first rank."""
+    grouped: dict[str, list[str]] = {}
+    for title, text in passages:
+        grouped.setdefault(title, []).append(text)
+    return [(title, "\n".join(texts)) for title, texts in grouped.items()]
+
+
+def _page_entry(title: str, text: str) -> dict[str, Any]:
+    abstract = text if len(text) <= ABSTRACT_CHARS else text[:ABSTRACT_CHARS].rstrip() + " ..."
+    return {"title": title, "url": wikipedia_url(title), "abstract": abstract}
+
+
+def _page_numbers(reply: str, count: int) -> list[int]:
+    """The page numbers in the model's reply (its last bracketed list, else any numbers):
+    valid ones, each once, at most ``MAX_PICKED``."""
+    lists = re.findall(r"\[([^\[\]]*)\]", reply)
+    numbers = re.findall(r"\d+", lists[-1] if lists else reply)
+    picked: list[int] = []
+    for number in map(int, numbers):
+        if number < count and number not in picked:
+            picked.append(number)
+    return picked[:MAX_PICKED]
 
 
 def _condense_request(query: str, passages: str) -> str:

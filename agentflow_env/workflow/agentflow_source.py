@@ -1,0 +1,702 @@
+"""AgentFlow's own wording, read from the user's checkout of AgentFlow (``agentflow_source``).
+
+This project does not carry AgentFlow's prose. A planner trained with AgentFlow's code keys on
+its exact prompts, so with ``agentflow_source=PATH`` every sentence AgentFlow puts in front of a
+model is read from the user's own checkout at PATH when the env is built: the planner's
+next-step prompt, the executor's, verifier's and direct-answer prompts, the tool cards, the
+system prompt, the memory text of a step with no usable tool and the sentence its training
+rollout appends to each question. The files are parsed with ``ast``; nothing of AgentFlow is
+imported or run. A prompt is kept as the literal parts and placeholders of AgentFlow's f-string
+(``Template``), so filling the placeholders with the same values gives AgentFlow's text byte
+for byte, whitespace included.
+
+A checkout that lacks a file or a piece raises ``AgentFlowSourceError`` naming both.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import os
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "ANALYSIS_FIELDS",
+    "COMMAND_FIELDS",
+    "GENERALIST_FIELDS",
+    "PLANNER_FIELDS",
+    "SOURCE_ENV_VAR",
+    "VERIFIER_FIELDS",
+    "AgentFlowSourceError",
+    "AgentFlowWording",
+    "Placeholder",
+    "Template",
+    "ToolCardSource",
+    "checkout_commit",
+    "read_agentflow_source",
+    "source_label",
+]
+
+SOURCE_ENV_VAR = "AGENTFLOW_SOURCE"
+"""The environment variable naming the checkout when ``agentflow_source`` is not given."""
+
+OWN_WORDING = "own"
+"""How a summary names this project's own wording."""
+
+# The files read, relative to the checkout's root (the folder holding agentflow/, train/, test/).
+PACKAGE = Path("agentflow", "agentflow")
+PLANNER_FILE = PACKAGE / "models" / "planner.py"
+EXECUTOR_FILE = PACKAGE / "models" / "executor.py"
+VERIFIER_FILE = PACKAGE / "models" / "verifier.py"
+SOLVER_FILE = PACKAGE / "solver.py"
+ENGINE_FILE = PACKAGE / "engine" / "vllm.py"
+TOOLS_DIR = PACKAGE / "tools"
+TOOL_BASE_FILE = TOOLS_DIR / "base.py"
+ROLLOUT_FILE = Path("train", "rollout.py")
+
+# The placeholders each prompt may hold: the expressions AgentFlow's f-strings use, which the
+# renderers know how to fill. A checkout whose prompt holds another one is refused when read.
+PLANNER_FIELDS = frozenset(
+    {
+        "question",
+        "query_analysis",
+        "self.available_tools",
+        "self.toolbox_metadata",
+        "memory.get_actions()",
+        "step_count",
+        "max_step_count",
+        "max_step_count - step_count",
+    }
+)
+ANALYSIS_FIELDS = frozenset({"question", "self.available_tools", "self.toolbox_metadata"})
+COMMAND_FIELDS = frozenset({"question", "sub_goal", "tool_name", "tool_metadata", "context"})
+VERIFIER_FIELDS = frozenset(
+    {
+        "question",
+        "self.available_tools",
+        "self.toolbox_metadata",
+        "query_analysis",
+        "memory.get_actions()",
+    }
+)
+GENERALIST_FIELDS = frozenset({"question", "self.query_analysis", "memory.get_actions()"})
+UNMATCHED_FIELDS = frozenset({"tool_name"})
+
+# The keyword arguments of AgentFlow's ``BaseTool.__init__`` that make up a tool's metadata, in
+# the order its initializer lays the metadata dict out (``require_llm_engine`` last).
+_CARD_KEYWORDS = (
+    "tool_name",
+    "tool_description",
+    "tool_version",
+    "input_types",
+    "output_type",
+    "demo_commands",
+    "user_metadata",
+)
+_CONVERSIONS = {-1: None, ord("s"): str, ord("r"): repr, ord("a"): ascii}
+_HEX40 = re.compile(r"^[0-9a-f]{40}$")
+
+
+class AgentFlowSourceError(ValueError):
+    """The checkout cannot supply a piece of AgentFlow's wording; the message names the file
+    and the missing piece."""
+
+
+# -- templates -----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Placeholder:
+    """One ``{expression!conversion:spec}`` of an f-string; ``expression`` is its source text."""
+
+    expression: str
+    conversion: int = -1
+    format_spec: str = ""
+
+    def format(self, value: Any) -> str:
+        convert = _CONVERSIONS[self.conversion]
+        return format(convert(value) if convert is not None else value, self.format_spec)
+
+
+@dataclass(frozen=True)
+class Template:
+    """An f-string as literal parts and placeholders, in order; ``where`` names its origin."""
+
+    parts: tuple[str | Placeholder, ...]
+    where: str
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        """The placeholders' expressions, in order of first use."""
+        seen: dict[str, None] = {}
+        for part in self.parts:
+            if isinstance(part, Placeholder):
+                seen.setdefault(part.expression)
+        return tuple(seen)
+
+    @property
+    def literal(self) -> str:
+        """The literal parts alone (for messages and tests)."""
+        return "".join(part for part in self.parts if isinstance(part, str))
+
+    def render(self, values: Mapping[str, Any]) -> str:
+        """The text the f-string gives when its expressions evaluate to ``values``."""
+        out: list[str] = []
+        for part in self.parts:
+            if isinstance(part, str):
+                out.append(part)
+            elif part.expression in values:
+                out.append(part.format(values[part.expression]))
+            else:
+                raise KeyError(f"{self.where}: no value for {{{part.expression}}}")
+        return "".join(out)
+
+
+# -- what a checkout gives ---------------------------------------------------------------------
+@dataclass(frozen=True)
+class ToolCardSource:
+    """One tool class of the checkout: its directory under ``tools/``, its class name and the
+    metadata dict AgentFlow's initializer builds for it (the planner sees it verbatim)."""
+
+    directory: str
+    class_name: str
+    metadata: Mapping[str, Any] = field(compare=False)
+
+    @property
+    def tool_name(self) -> str:
+        return str(self.metadata["tool_name"])
+
+
+@dataclass(frozen=True)
+class AgentFlowWording:
+    """Everything AgentFlow says to its models, read from one checkout."""
+
+    root: Path
+    commit: str | None
+    system_prompt: str
+    planner: Template
+    analysis: Template
+    command: Template
+    verifier: Template
+    generalist: Template
+    unmatched_tool: Template
+    """``tool_name`` of a step whose tool matched none (filled with the name the planner gave)."""
+    no_tool_command: str
+    no_tool_result: str
+    answer_suffix: str
+    """What AgentFlow's training rollout appends to each question (separator included)."""
+    tools: tuple[ToolCardSource, ...]
+    module_tools: Mapping[str, tuple[str, ...]] = field(compare=False, default_factory=dict)
+    """Tool directory -> the tool classes its ``tool.py`` holds, defined there or imported (the
+    classes AgentFlow's initializer loads for that directory), by class name."""
+
+    @property
+    def label(self) -> str:
+        """``AgentFlow's, from PATH at COMMIT``: what summaries say about the wording."""
+        return source_label(self.root, self.commit)
+
+    def card(self, tool_name: str) -> Mapping[str, Any] | None:
+        """A copy of the metadata of the tool named ``tool_name`` (``None`` if none has it)."""
+        for tool in self.tools:
+            if tool.tool_name == tool_name:
+                return copy.deepcopy(dict(tool.metadata))
+        return None
+
+    def toolbox(self, enabled: Sequence[str]) -> tuple[str, ...]:
+        """The tool list AgentFlow's initializer would give for ``enabled`` (class or tool
+        names): every tool class the enabled directories' modules hold, sorted by tool name.
+        A name it cannot place is left out, as AgentFlow leaves out a tool it fails to load."""
+        by_class = {tool.class_name: tool for tool in self.tools}
+        by_name = {tool.tool_name: tool for tool in self.tools}
+        names: set[str] = set()
+        for wanted in enabled:
+            tool = by_class.get(wanted) or by_name.get(wanted)
+            directory = tool.directory if tool else wanted.lower().replace("_tool", "")
+            for class_name in self.module_tools.get(directory, ()):
+                if class_name in by_class:
+                    names.add(by_class[class_name].tool_name)
+        return tuple(sorted(names))
+
+
+def source_label(root: str | os.PathLike[str] | None, commit: str | None = None) -> str:
+    """How summaries name the wording: ``own``, or ``AgentFlow's, from PATH at COMMIT``."""
+    if root is None:
+        return OWN_WORDING
+    at = f"at {commit}" if commit else "at an unknown commit (no readable .git)"
+    return f"AgentFlow's, from {root} {at}"
+
+
+# -- reading a checkout ---------------------------------------------------------------------------
+def read_agentflow_source(root: str | os.PathLike[str]) -> AgentFlowWording:
+    """Read AgentFlow's wording from the checkout at ``root`` (its top folder, the one holding
+    ``agentflow/`` and ``train/``). Raises ``AgentFlowSourceError`` naming the file and the
+    piece a checkout lacks."""
+    base = Path(root).expanduser()
+    if not base.is_dir():
+        raise AgentFlowSourceError(
+            f"agentflow_source={root}: not a directory (give the top folder of your AgentFlow "
+            "checkout, the one holding agentflow/ and train/)"
+        )
+    if not (base / PLANNER_FILE).is_file() and (base / "models" / "planner.py").is_file():
+        raise AgentFlowSourceError(
+            f"agentflow_source={root}: this is AgentFlow's inner package; give the checkout's "
+            f"top folder (the one holding {PLANNER_FILE} and {ROLLOUT_FILE})"
+        )
+    base = base.resolve()
+    planner = _Module.read(base, PLANNER_FILE)
+    solver = _Module.read(base, SOLVER_FILE)
+    command, result = _no_tool_texts(solver)
+    tools, module_tools = _tool_cards(base)
+    return AgentFlowWording(
+        root=base,
+        commit=checkout_commit(base),
+        system_prompt=_system_prompt(_Module.read(base, ENGINE_FILE)),
+        planner=planner.prompt("Planner", "generate_next_step", PLANNER_FIELDS),
+        analysis=planner.prompt("Planner", "analyze_query", ANALYSIS_FIELDS),
+        command=_Module.read(base, EXECUTOR_FILE).prompt(
+            "Executor", "generate_tool_command", COMMAND_FIELDS
+        ),
+        verifier=_Module.read(base, VERIFIER_FILE).prompt(
+            "Verifier", "verificate_context", VERIFIER_FIELDS
+        ),
+        generalist=planner.prompt("Planner", "generate_direct_output", GENERALIST_FIELDS),
+        unmatched_tool=_unmatched_tool(planner),
+        no_tool_command=command,
+        no_tool_result=result,
+        answer_suffix=_answer_suffix(_Module.read(base, ROLLOUT_FILE)),
+        tools=tools,
+        module_tools=module_tools,
+    )
+
+
+def checkout_commit(root: str | os.PathLike[str]) -> str | None:
+    """The commit the checkout at ``root`` has checked out, read from ``.git`` without running
+    git (a worktree's ``.git`` file, loose refs and ``packed-refs`` included); ``None`` when it
+    cannot be told."""
+    try:
+        git = Path(root) / ".git"
+        if git.is_file():
+            text = git.read_text("utf-8").strip()
+            if not text.startswith("gitdir:"):
+                return None
+            git = (Path(root) / text.removeprefix("gitdir:").strip()).resolve()
+        head = (git / "HEAD").read_text("utf-8").strip()
+        if _HEX40.match(head):
+            return head
+        if not head.startswith("ref:"):
+            return None
+        ref = head.removeprefix("ref:").strip()
+        common = git
+        if (git / "commondir").is_file():
+            common = (git / (git / "commondir").read_text("utf-8").strip()).resolve()
+        for folder in dict.fromkeys((git, common)):
+            loose = folder / ref
+            if loose.is_file():
+                value = loose.read_text("utf-8").strip()
+                return value if _HEX40.match(value) else None
+        packed = common / "packed-refs"
+        if packed.is_file():
+            for line in packed.read_text("utf-8").splitlines():
+                value, _, name = line.partition(" ")
+                if name.strip() == ref and _HEX40.match(value):
+                    return value
+    except (OSError, UnicodeDecodeError):
+        return None
+    return None
+
+
+class _Module:
+    """One parsed file of the checkout, with its module-level constants."""
+
+    def __init__(self, path: Path, relative: Path, tree: ast.Module) -> None:
+        self.path = path
+        self.relative = relative
+        self.tree = tree
+        self.constants: dict[str, ast.expr] = {}
+        for node in tree.body:
+            if isinstance(node, ast.Assign) and len(node.targets) == 1:
+                target = node.targets[0]
+                if isinstance(target, ast.Name):
+                    self.constants[target.id] = node.value
+            elif (
+                isinstance(node, ast.AnnAssign)
+                and node.value is not None
+                and isinstance(node.target, ast.Name)
+            ):
+                self.constants[node.target.id] = node.value
+
+    @classmethod
+    def read(cls, root: Path, relative: Path) -> _Module:
+        path = root / relative
+        try:
+            source = path.read_bytes()
+        except OSError as error:
+            raise AgentFlowSourceError(
+                f"{relative}: cannot read it in the AgentFlow checkout {root} "
+                f"({error.strerror or error})"
+            ) from None
+        try:
+            tree = ast.parse(source, filename=str(path))  # bytes: the encoding as Python reads it
+        except (SyntaxError, ValueError) as error:
+            raise AgentFlowSourceError(f"{relative}: not valid Python ({error})") from None
+        return cls(path, relative, tree)
+
+    def error(self, missing: str) -> AgentFlowSourceError:
+        return AgentFlowSourceError(f"{self.relative} (AgentFlow checkout): {missing}")
+
+    # -- finding things
+    def class_def(self, name: str) -> ast.ClassDef:
+        for node in self.tree.body:
+            if isinstance(node, ast.ClassDef) and node.name == name:
+                return node
+        raise self.error(f"no class {name}")
+
+    def method(self, class_name: str, name: str) -> ast.FunctionDef:
+        for node in self.class_def(class_name).body:
+            if isinstance(node, ast.FunctionDef) and node.name == name:
+                return node
+        raise self.error(f"no method {class_name}.{name}")
+
+    def prompt(self, class_name: str, method: str, fields: frozenset[str]) -> Template:
+        """The prompt f-string ``class_name.method`` builds for a text-only model: the one
+        f-string assigned outside its ``if self.is_multimodal:`` branch."""
+        where = f"{self.relative}, {class_name}.{method}"
+        found = [
+            (name, value)
+            for name, value in _assignments(self.method(class_name, method).body)
+            if isinstance(value, ast.JoinedStr)
+        ]
+        if len(found) > 1:
+            found = [(name, value) for name, value in found if name.startswith("prompt")]
+        if len(found) != 1:
+            raise self.error(
+                f"{class_name}.{method} builds {len(found) or 'no'} prompt f-strings for a "
+                "text-only model (expected one)"
+            )
+        template = self.template(found[0][1], where)
+        unknown = [name for name in template.fields if name not in fields]
+        if unknown:
+            raise self.error(
+                f"the prompt of {class_name}.{method} has the placeholder(s) "
+                f"{', '.join('{' + u + '}' for u in unknown)}, which this env cannot fill "
+                f"(it fills {', '.join(sorted(fields))})"
+            )
+        return template
+
+    def template(self, node: ast.expr, where: str) -> Template:
+        parts: list[str | Placeholder] = []
+        for piece in _joined_pieces(node):
+            if isinstance(piece, ast.Constant) and isinstance(piece.value, str):
+                parts.append(piece.value)
+            elif isinstance(piece, ast.FormattedValue):
+                spec = ""
+                if piece.format_spec is not None:
+                    spec = self.literal(piece.format_spec, f"the format spec in {where}")
+                parts.append(Placeholder(ast.unparse(piece.value), piece.conversion, spec))
+            else:
+                raise self.error(f"{where}: cannot read the prompt part {ast.unparse(piece)!r}")
+        return Template(tuple(parts), where)
+
+    # -- literal values
+    def literal(self, node: ast.expr, what: str, scope: Mapping[str, Any] | None = None) -> Any:
+        """The value of ``node`` from literals, f-strings and names of module constants alone
+        (never running anything); ``scope`` adds names of the enclosing function."""
+        return self._value(node, what, dict(scope or {}), set())
+
+    def _value(self, node: ast.expr, what: str, scope: dict[str, Any], busy: set[str]) -> Any:
+        if isinstance(node, ast.Constant):
+            return node.value
+        if isinstance(node, ast.JoinedStr):
+            out: list[str] = []
+            for piece in node.values:
+                if isinstance(piece, ast.FormattedValue):
+                    value = self._value(piece.value, what, scope, busy)
+                    spec = ""
+                    if piece.format_spec is not None:
+                        spec = self._value(piece.format_spec, what, scope, busy)
+                    out.append(Placeholder("", piece.conversion, spec).format(value))
+                else:
+                    out.append(self._value(piece, what, scope, busy))
+            return "".join(out)
+        if isinstance(node, ast.Dict):
+            if any(key is None for key in node.keys):
+                raise self.error(f"{what}: cannot read a ** entry of {ast.unparse(node)[:80]!r}")
+            return {
+                self._value(key, what, scope, busy): self._value(value, what, scope, busy)
+                for key, value in zip(node.keys, node.values, strict=True)
+                if key is not None
+            }
+        if isinstance(node, ast.List | ast.Tuple):
+            items = [self._value(item, what, scope, busy) for item in node.elts]
+            return items if isinstance(node, ast.List) else tuple(items)
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            return self._value(node.left, what, scope, busy) + self._value(
+                node.right, what, scope, busy
+            )
+        if isinstance(node, ast.Name):
+            if node.id in scope:
+                return scope[node.id]
+            if node.id in self.constants and node.id not in busy:
+                return self._value(self.constants[node.id], what, scope, busy | {node.id})
+            raise self.error(f"{what}: {node.id} is not a constant of the file")
+        raise self.error(f"{what}: {ast.unparse(node)[:80]!r} is not a literal")
+
+
+def _joined_pieces(node: ast.expr) -> Iterator[ast.expr]:
+    """The parts of an f-string, or of a ``+`` of f-strings and strings, in order."""
+    if isinstance(node, ast.JoinedStr):
+        yield from node.values
+    elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        yield from _joined_pieces(node.left)
+        yield from _joined_pieces(node.right)
+    else:
+        yield node
+
+
+def _is_multimodal_test(test: ast.expr) -> bool | None:
+    """``True`` for ``if self.is_multimodal:``, ``False`` for ``if not self.is_multimodal:``,
+    ``None`` for any other condition."""
+    negated = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
+    inner = test.operand if isinstance(test, ast.UnaryOp) and negated else test
+    if isinstance(inner, ast.Attribute) and inner.attr == "is_multimodal":
+        return not negated
+    return None
+
+
+def _assignments(body: Sequence[ast.stmt]) -> Iterator[tuple[str, ast.expr]]:
+    """``(name, value)`` of every ``name = value`` in ``body``, nested blocks included, except
+    in the multimodal branch of an ``if self.is_multimodal`` and in nested definitions."""
+    for node in body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target = node.targets[0]
+            if isinstance(target, ast.Name):
+                yield target.id, node.value
+        elif isinstance(node, ast.If):
+            multimodal = _is_multimodal_test(node.test)
+            if multimodal is not True:
+                yield from _assignments(node.body)
+            if multimodal is not False:
+                yield from _assignments(node.orelse)
+        elif isinstance(node, ast.For | ast.While | ast.With | ast.Try):
+            for block in ("body", "orelse", "finalbody"):
+                yield from _assignments(getattr(node, block, []))
+            for handler in getattr(node, "handlers", []):
+                yield from _assignments(handler.body)
+
+
+# -- the pieces -----------------------------------------------------------------------------------
+def _system_prompt(engine: _Module) -> str:
+    """The system prompt of the engine that serves AgentFlow's planner (``ChatVLLM``)."""
+    for node in engine.class_def("ChatVLLM").body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "DEFAULT_SYSTEM_PROMPT" for t in node.targets
+        ):
+            value = engine.literal(node.value, "ChatVLLM.DEFAULT_SYSTEM_PROMPT")
+            if isinstance(value, str):
+                return value
+    raise engine.error("no string ChatVLLM.DEFAULT_SYSTEM_PROMPT (the planner's system prompt)")
+
+
+def _unmatched_tool(planner: _Module) -> Template:
+    """What ``normalize_tool_name`` returns for a name that matches no tool."""
+    method = planner.method("Planner", "extract_context_subgoal_and_tool")
+    for node in ast.walk(method):
+        if isinstance(node, ast.FunctionDef) and node.name == "normalize_tool_name":
+            returns = [
+                r.value
+                for r in ast.walk(node)
+                if isinstance(r, ast.Return) and isinstance(r.value, ast.JoinedStr)
+            ]
+            if len(returns) == 1:
+                where = f"{planner.relative}, normalize_tool_name"
+                template = planner.template(returns[0], where)
+                if set(template.fields) <= UNMATCHED_FIELDS:
+                    return template
+    raise planner.error(
+        "no f-string returned by normalize_tool_name (in "
+        "Planner.extract_context_subgoal_and_tool) for a tool name that matches none"
+    )
+
+
+def _no_tool_texts(solver: _Module) -> tuple[str, str]:
+    """The command and result ``Solver.solve`` records for a step with no usable tool: the
+    branch that sets both ``command`` and ``result`` to strings."""
+    for node in ast.walk(solver.method("Solver", "solve")):
+        if not isinstance(node, ast.If):
+            continue
+        texts = {
+            target.id: statement.value.value
+            for statement in node.body
+            if isinstance(statement, ast.Assign)
+            and len(statement.targets) == 1
+            and isinstance(target := statement.targets[0], ast.Name)
+            and isinstance(statement.value, ast.Constant)
+            and isinstance(statement.value.value, str)
+        }
+        if "command" in texts and "result" in texts:
+            return texts["command"], texts["result"]
+    raise solver.error(
+        "no branch of Solver.solve that records a step with no usable tool (command = '...' "
+        "and result = '...')"
+    )
+
+
+def _answer_suffix(rollout: _Module) -> str:
+    """What the training rollout appends to ``task["question"]``: every string after it in the
+    ``task["question"] + ...`` expression, names of strings of the same function resolved."""
+    for function in ast.walk(rollout.tree):
+        if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        strings: dict[str, Any] = {}
+        for node in ast.walk(function):
+            if isinstance(node, ast.Assign) and len(node.targets) == 1:
+                target = node.targets[0]
+                if isinstance(target, ast.Name) and isinstance(node.value, ast.Constant):
+                    strings[target.id] = node.value.value
+        for node in ast.walk(function):
+            if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add)):
+                continue
+            operands = _added(node)
+            if not _is_question(operands[0]) or len(operands) < 2:
+                continue
+            pieces = [
+                rollout.literal(o, "the text appended to each training question", strings)
+                for o in operands[1:]
+            ]
+            if all(isinstance(p, str) for p in pieces):
+                return "".join(pieces)
+    raise rollout.error(
+        'no task["question"] + ... expression appending the answer-format sentence to each '
+        "training question"
+    )
+
+
+def _added(node: ast.expr) -> list[ast.expr]:
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        return [*_added(node.left), *_added(node.right)]
+    return [node]
+
+
+def _is_question(node: ast.expr) -> bool:
+    return (
+        isinstance(node, ast.Subscript)
+        and isinstance(node.slice, ast.Constant)
+        and node.slice.value == "question"
+    )
+
+
+def _tool_cards(root: Path) -> tuple[tuple[ToolCardSource, ...], dict[str, tuple[str, ...]]]:
+    """Every tool class of ``tools/*/tool.py`` with its metadata, and each directory's tool
+    classes (defined or imported there)."""
+    folder = root / TOOLS_DIR
+    if not folder.is_dir():
+        raise AgentFlowSourceError(f"{TOOLS_DIR}: no such folder in the AgentFlow checkout {root}")
+    default_llm = _base_requires_llm(root)
+    cards: list[ToolCardSource] = []
+    imported: dict[str, list[tuple[str, str]]] = {}
+    defined: dict[str, list[str]] = {}
+    for path in sorted(folder.glob("*/tool.py")):
+        directory = path.parent.name
+        module = _Module.read(root, path.relative_to(root))
+        defined[directory] = []
+        imported[directory] = []
+        for node in module.tree.body:
+            if isinstance(node, ast.ClassDef):
+                card = _card(module, node, directory, default_llm)
+                if card is not None:
+                    cards.append(card)
+                    defined[directory].append(node.name)
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                source = _tool_directory(node.module)
+                for alias in node.names:
+                    if source is not None and alias.name.endswith("Tool"):
+                        imported[directory].append((alias.asname or alias.name, source))
+    if not cards:
+        raise AgentFlowSourceError(
+            f"{TOOLS_DIR}: no tool class (a class whose __init__ calls super().__init__("
+            "tool_name=...)) in any */tool.py of the AgentFlow checkout"
+        )
+    classes = {card.class_name for card in cards}
+    module_tools = {
+        directory: tuple(
+            sorted(
+                {*names, *(n for n, _ in imported[directory] if n in classes and n != "BaseTool")}
+            )
+        )
+        for directory, names in defined.items()
+    }
+    return tuple(cards), module_tools
+
+
+def _tool_directory(module: str) -> str | None:
+    """``web_search`` for ``agentflow.tools.web_search.tool`` (a sibling tool module)."""
+    parts = module.split(".")
+    if len(parts) >= 3 and parts[-3] == "tools" and parts[-1] == "tool":
+        return parts[-2]
+    return None
+
+
+def _base_requires_llm(root: Path) -> bool:
+    """``BaseTool.require_llm_engine`` (what a tool class that sets none inherits)."""
+    if not (root / TOOL_BASE_FILE).is_file():
+        return False
+    base = _Module.read(root, TOOL_BASE_FILE)
+    for node in base.tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == "BaseTool":
+            return bool(_class_constant(base, node, "require_llm_engine", False))
+    return False
+
+
+def _class_constant(module: _Module, node: ast.ClassDef, name: str, default: Any) -> Any:
+    for statement in node.body:
+        if isinstance(statement, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == name for t in statement.targets
+        ):
+            return module.literal(statement.value, f"{node.name}.{name}")
+    return default
+
+
+def _card(
+    module: _Module, node: ast.ClassDef, directory: str, default_llm: bool
+) -> ToolCardSource | None:
+    """The metadata of tool class ``node`` from its ``super().__init__(...)`` keywords; ``None``
+    for a class that is no tool (no such call)."""
+    init = next(
+        (s for s in node.body if isinstance(s, ast.FunctionDef) and s.name == "__init__"), None
+    )
+    if init is None:
+        return None
+    call = next((c for c in ast.walk(init) if _is_super_init(c)), None)
+    if not isinstance(call, ast.Call):
+        return None
+    given = {k.arg: k.value for k in call.keywords if k.arg is not None}
+    if "tool_name" not in given:
+        return None
+    if call.args:
+        raise module.error(
+            f"{node.name}: super().__init__ takes positional arguments; only keywords are read"
+        )
+    metadata: dict[str, Any] = {}
+    for keyword in _CARD_KEYWORDS:
+        what = f"the {keyword} of {node.name}"
+        # A keyword left out is None in AgentFlow too (BaseTool's default).
+        metadata[keyword] = module.literal(given[keyword], what) if keyword in given else None
+    metadata["require_llm_engine"] = _class_constant(
+        module, node, "require_llm_engine", default_llm
+    )
+    if not isinstance(metadata["tool_name"], str):
+        raise module.error(f"{node.name}: tool_name is not a string")
+    return ToolCardSource(directory, node.name, metadata)
+
+
+def _is_super_init(node: ast.AST) -> bool:
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "__init__"
+        and isinstance(node.func.value, ast.Call)
+        and isinstance(node.func.value.func, ast.Name)
+        and node.func.value.func.id == "super"
+    )
