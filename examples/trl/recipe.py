@@ -165,7 +165,7 @@ def run_grpo(
     """Flow-GRPO (or its null control) from the SFT start with one seed."""
     seed_everything(seed, args.threads)
     model = build_model(tokenizer, args.hidden, args.layers, args.heads)
-    model.load_state_dict(torch.load(work / "sft_model.pt"))
+    model.load_state_dict(torch.load(start_weights(work, args)))
     # Each seed trains on its own question stream; the arm and its null control share it.
     first = GRPO_SEEDS + seed * 100_000
     questions = args.grpo_steps * args.questions_per_step
@@ -244,7 +244,7 @@ def run_more_sft(
         seconds = sum(times) / len(times)
     seed_everything(args.sft_seed, args.threads)
     model = build_model(tokenizer, args.hidden, args.layers, args.heads)
-    model.load_state_dict(torch.load(work / "sft_model.pt"))
+    model.load_state_dict(torch.load(start_weights(work, args)))
     first = SFT_SEEDS + args.sft_demos  # demonstrations the SFT start never saw
     records = expert_demonstrations(
         range(first, first + args.sft_demos), ENV_KWARGS, style="minimal"
@@ -270,9 +270,21 @@ def run_more_sft(
     }
 
 
-def summarize(out: Path) -> dict[str, Any]:
+def start_weights(work: Path, args: argparse.Namespace) -> Path:
+    """The weights GRPO starts from: the end of SFT, or the checkpoint ``--start-step``."""
+    if args.start_step is None:
+        return work / "sft_model.pt"
+    return work / f"sft_step{args.start_step}.pt"
+
+
+def start_result(out: Path, args: argparse.Namespace) -> Path:
+    """The scores of the start (``sft.json`` or ``sft_step<N>.json``), for paired gains."""
+    return out / ("sft.json" if args.start_step is None else f"sft_step{args.start_step}.json")
+
+
+def summarize(out: Path, args: argparse.Namespace) -> dict[str, Any]:
     """Per seed and over seeds: greedy held-out success and paired gains (points, 95% CI)."""
-    sft = json.loads((out / "sft.json").read_text())
+    sft = json.loads(start_result(out, args).read_text())
     start = sft["greedy"]["outcomes"]
     seeds: dict[str, Any] = {}
     for path in sorted(out.glob("grpo_seed*.json")):
@@ -306,11 +318,12 @@ def summarize(out: Path) -> dict[str, Any]:
 
     summary: dict[str, Any] = {
         "sft": {
+            "start": start_result(out, args).name,
             "greedy": sft["greedy"]["success"],
             "ci95": sft["greedy"]["ci95"],
             "episodes": sft["greedy"]["episodes"],
             "sampled": sft["sampled"],
-            "train_s": sft["train_s"],
+            "train_s": sft.get("train_s"),
         },
         "seeds": seeds,
         "gain_over_sft_points": over_seeds("gain_over_sft"),
@@ -403,6 +416,11 @@ def main() -> None:
     parser.add_argument("--sft-steps", type=int, default=1200)
     parser.add_argument("--sft-lr", type=float, default=1e-3)
     parser.add_argument("--sft-checkpoints", nargs="*", type=int, default=[800])
+    parser.add_argument(
+        "--start-step",
+        type=int,
+        help="start GRPO (and more_sft) from this SFT checkpoint instead of the end of SFT",
+    )
     parser.add_argument("--grpo-steps", type=int, default=36)
     parser.add_argument("--grpo-lr", type=float, default=2e-4)
     parser.add_argument("--questions-per-step", type=int, default=16)
@@ -462,7 +480,7 @@ def main() -> None:
             {"settings": settings, **run_more_sft(args, tokenizer, evaluate, work, out)},
         )
     if "summary" in args.phases:
-        summarize(out)
+        summarize(out, args)
 
 
 def write(path: Path, data: dict[str, Any]) -> None:
