@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from agentflow_env.tasks.base import Evidence, PlanStep, Task
+from agentflow_env.tasks.base import AnswerSolver, Evidence, PlanStep, Task
 from agentflow_env.tasks.probes.common import (
     GENERATED_TASKS,
     Drawer,
@@ -87,6 +87,11 @@ class ToolChoiceSource(_DrawerSource):
     the code; the others hold none. The gold plan opens it (one turn)."""
 
     probe = TOOL_CHOICE
+    rule = ""
+    """What the question adds after naming the drawer."""
+
+    def solver(self) -> AnswerSolver:
+        return CodeSolver()
 
     def sample(self, rng: np.random.Generator) -> Task:
         seed, draw = task_draw(rng, self.split)
@@ -95,36 +100,25 @@ class ToolChoiceSource(_DrawerSource):
             self.probe,
             seed,
             self.split,
-            f"Which code is in the {target.colour} drawer?",
+            f"Which code is in the {target.colour} drawer?{self.rule}",
             code,
             cabinet(self.drawers, {target.tool: code}),
             plan=(_open(target),),
-            solver=CodeSolver(),
+            solver=self.solver(),
             metadata={"target": target.tool},
         )
 
 
-class DelayedCreditSource(_DrawerSource):
+class DelayedCreditSource(ToolChoiceSource):
     """As ``ToolChoiceSource``, but only the first drawer opened counts (``FirstCallSolver``);
     run with ``termination="planner"`` the episode goes on to its last turn, where the reward
     the first turn decided is paid."""
 
     probe = DELAYED_CREDIT
+    rule = " Only the first drawer opened counts."
 
-    def sample(self, rng: np.random.Generator) -> Task:
-        seed, draw = task_draw(rng, self.split)
-        target, code = draw.choice(self.drawers), draw_code(draw)
-        return probe_task(
-            self.probe,
-            seed,
-            self.split,
-            f"Which code is in the {target.colour} drawer? Only the first drawer opened counts.",
-            code,
-            cabinet(self.drawers, {target.tool: code}),
-            plan=(_open(target),),
-            solver=FirstCallSolver(),
-            metadata={"target": target.tool},
-        )
+    def solver(self) -> AnswerSolver:
+        return FirstCallSolver()
 
 
 class StopSource(_DrawerSource):
