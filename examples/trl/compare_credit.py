@@ -40,7 +40,6 @@ os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
 import torch
 from datasets import Dataset
-from trl import GRPOConfig
 
 from agentflow_env.base.tokens import load_default_tokenizer, to_hf_tokenizer
 from agentflow_env.rollout.demonstrations import expert_demonstrations
@@ -54,6 +53,7 @@ from train_tiny_cpu import (  # noqa: E402
     Evaluator,
     add_run_arguments,
     build_model,
+    cpu_grpo_config,
     sft_trainer,
 )
 from turn_credit import TurnCreditGRPOTrainer  # noqa: E402
@@ -132,27 +132,13 @@ def train_arm(
     trainer = TurnCreditGRPOTrainer(
         model=model,
         reward_funcs=env_reward,
-        args=GRPOConfig(
-            output_dir=str(scratch),
-            per_device_train_batch_size=args.questions_per_step * args.num_generations,
-            num_generations=args.num_generations,
+        args=cpu_grpo_config(
+            str(scratch),
+            args,
+            seed=args.seed,
             num_iterations=args.num_iterations,
             max_steps=args.grpo_steps * args.num_iterations,
-            learning_rate=args.grpo_lr,
-            lr_scheduler_type="constant",
-            beta=0.0,
-            temperature=args.temperature,
-            loss_type="grpo",
-            scale_rewards="group",
-            max_completion_length=4096,
             logging_steps=args.num_iterations,
-            save_strategy="no",
-            report_to=[],
-            use_cpu=True,
-            bf16=False,  # TRL's default is bf16 autocast, even on CPU
-            seed=args.seed,
-            shuffle_dataset=False,
-            gradient_checkpointing=False,
         ),
         train_dataset=data,
         processing_class=tokenizer,

@@ -36,7 +36,7 @@ import torch
 import transformers
 from datasets import Dataset
 from transformers import TrainerCallback
-from trl import GRPOConfig, GRPOTrainer
+from trl import GRPOTrainer
 
 from agentflow_env.base.tokens import load_default_tokenizer, to_hf_tokenizer
 from agentflow_env.rollout.probes import probe_demonstrations, probe_env_id
@@ -45,7 +45,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1] / "adapters" / "trl"))
 sys.path.insert(0, str(HERE))
 from rollout import HFGenerator, env_reward, make_rollout_func, run_episodes, task_prompt  # noqa: E402
-from train_tiny_cpu import build_model, sft_trainer  # noqa: E402
+from train_tiny_cpu import build_model, cpu_grpo_config, sft_trainer  # noqa: E402
 from turn_credit import TurnCreditGRPOTrainer  # noqa: E402
 
 PROBES = ("tool_choice", "stop", "delayed_credit", "copying")
@@ -221,27 +221,8 @@ def grpo_trainer(
     return trainer_class(
         model=model,
         reward_funcs=env_reward,
-        args=GRPOConfig(
-            output_dir=str(work),
-            per_device_train_batch_size=args.questions_per_step * args.num_generations,
-            num_generations=args.num_generations,
-            max_steps=args.grpo_steps,
-            learning_rate=args.grpo_lr,
-            lr_scheduler_type="constant",
-            beta=0.0,
-            temperature=args.temperature,
-            loss_type="grpo",
-            scale_rewards="group",
-            max_completion_length=1024,
-            logging_steps=1,
-            save_strategy="no",
-            report_to=[],
-            use_cpu=True,
-            bf16=False,
-            seed=args.seed,
-            data_seed=args.seed,
-            shuffle_dataset=False,
-            gradient_checkpointing=False,
+        args=cpu_grpo_config(
+            str(work), args, seed=args.seed, max_completion_length=1024, data_seed=args.seed
         ),
         train_dataset=Dataset.from_dict({"prompt": prompts}),
         processing_class=tokenizer,

@@ -45,20 +45,12 @@ from agentflow_env.rollout.demonstrations import expert_demonstrations
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1] / "adapters" / "trl"))
 sys.path.insert(0, str(HERE))
+from compare_credit import ENV_KWARGS, MAX_ACTION_TOKENS  # noqa: E402  (the same task)
 from diagnostics import AgentFlowGRPOTrainer  # noqa: E402
 from recipe_common import PairedEvaluator, mean_std, paired_gain, seed_everything  # noqa: E402
 from rollout import env_reward, make_rollout_func, task_prompt  # noqa: E402
-from train_tiny_cpu import build_model, sft_trainer  # noqa: E402
+from train_tiny_cpu import build_model, cpu_grpo_config, sft_trainer  # noqa: E402
 
-ENV_KWARGS: dict[str, Any] = {
-    "hops": [1, 2],
-    "kinds": "bridge",
-    "fresh_world": True,
-    "world_size": "small",
-    "prompt_style": "compact",
-    "max_turns": 4,
-}
-MAX_ACTION_TOKENS = 32
 SFT_SEEDS, GRPO_SEEDS = 0, 1_000_000  # held-out: the test split (tiny-bridge-v1's seeds)
 HELD_OUT_PROBE_SEEDS = 3_000_000  # the small frozen set the trainer probes along the way
 PHASES = ("sft", "checkpoints", "grpo", "null", "more_sft", "summary")
@@ -125,31 +117,15 @@ def grpo_config(args: argparse.Namespace, scratch: Path, seed: int) -> GRPOConfi
     bf16 autocast even on CPU), one update per batch, a constant learning rate, no KL."""
     if args.questions_per_step % 2:
         raise SystemExit("--questions-per-step must be even (micro-batches of two groups)")
-    return GRPOConfig(
-        output_dir=str(scratch),
-        # One optimizer step per generation batch of questions_per_step groups, computed in
-        # micro-batches of two groups: one forward over 128 long sequences at once is several
-        # times slower on CPU than eight of 16 (the attention matrix no longer fits in cache).
+    # One optimizer step per generation batch of questions_per_step groups, computed in
+    # micro-batches of two groups: one forward over 128 long sequences at once is several
+    # times slower on CPU than eight of 16 (the attention matrix no longer fits in cache).
+    return cpu_grpo_config(
+        str(scratch),
+        args,
+        seed=seed,
         per_device_train_batch_size=2 * args.num_generations,
         gradient_accumulation_steps=args.questions_per_step // 2,
-        num_generations=args.num_generations,
-        num_iterations=1,
-        max_steps=args.grpo_steps,
-        learning_rate=args.grpo_lr,
-        lr_scheduler_type="constant",
-        beta=0.0,
-        temperature=args.temperature,
-        loss_type="grpo",
-        scale_rewards="group",
-        max_completion_length=4096,
-        logging_steps=1,
-        save_strategy="no",
-        report_to=[],
-        use_cpu=True,
-        bf16=False,
-        seed=seed,
-        shuffle_dataset=False,
-        gradient_checkpointing=False,
     )
 
 

@@ -124,6 +124,53 @@ class CurveCallback(TrainerCallback):
         print(f"[curve] {self.phase} step {step}: success {result['success']:.3f}", flush=True)
 
 
+def cpu_grpo_config(
+    output_dir: str,
+    args: argparse.Namespace,
+    *,
+    seed: int,
+    bf16: bool = False,
+    max_completion_length: int = 4096,
+    logging_steps: int = 1,
+    per_device_train_batch_size: int | None = None,
+    gradient_accumulation_steps: int = 1,
+    num_iterations: int = 1,
+    max_steps: int | None = None,
+    data_seed: int | None = None,
+) -> GRPOConfig:
+    """The examples' Flow-GRPO settings on CPU from ``args`` (``questions_per_step``,
+    ``num_generations``, ``grpo_steps``, ``grpo_lr``, ``temperature``): a constant learning rate,
+    no KL, ``loss_type="grpo"`` (per-trajectory mean over planner tokens, then mean over the
+    batch), group-scaled rewards, no shuffling, no checkpoints. Precision is explicit: TRL's
+    default is bf16 autocast even on CPU. One optimizer step per batch of
+    ``questions_per_step`` groups unless the caller splits it."""
+    return GRPOConfig(
+        output_dir=output_dir,
+        per_device_train_batch_size=per_device_train_batch_size
+        or args.questions_per_step * args.num_generations,
+        gradient_accumulation_steps=gradient_accumulation_steps,
+        num_generations=args.num_generations,
+        num_iterations=num_iterations,
+        max_steps=max_steps or args.grpo_steps,
+        learning_rate=args.grpo_lr,
+        lr_scheduler_type="constant",
+        beta=0.0,
+        temperature=args.temperature,
+        loss_type="grpo",
+        scale_rewards="group",
+        max_completion_length=max_completion_length,
+        logging_steps=logging_steps,
+        save_strategy="no",
+        report_to=[],
+        use_cpu=True,
+        bf16=bf16,
+        seed=seed,
+        data_seed=data_seed,
+        shuffle_dataset=False,
+        gradient_checkpointing=False,
+    )
+
+
 def sft_trainer(
     model: Any,
     tokenizer: Any,
@@ -247,26 +294,13 @@ def main() -> None:
     grpo = GRPOTrainer(
         model=model,
         reward_funcs=env_reward,
-        args=GRPOConfig(
-            output_dir=str(work),
-            per_device_train_batch_size=args.questions_per_step * args.num_generations,
-            num_generations=args.num_generations,
-            max_steps=args.grpo_steps,
-            learning_rate=args.grpo_lr,
-            lr_scheduler_type="constant",
-            beta=0.0,
-            temperature=args.temperature,
-            loss_type="grpo",  # per-trajectory mean over planner tokens, then mean over the batch
-            scale_rewards="group",
+        args=cpu_grpo_config(
+            str(work),
+            args,
+            seed=args.seed,
+            bf16=args.bf16,
             max_completion_length=512,
             logging_steps=5,
-            save_strategy="no",
-            report_to=[],
-            use_cpu=True,
-            seed=args.seed,
-            shuffle_dataset=False,
-            gradient_checkpointing=False,
-            bf16=args.bf16,
         ),
         train_dataset=grpo_data,
         processing_class=tokenizer,
