@@ -22,9 +22,9 @@ import gymnasium as gym
 import pytest
 
 from agentflow_env.cli import main
-from agentflow_env.evaluation.viewer import EmptyLogError, write_report
-from agentflow_env.evaluation.viewer_plots import budget_curves, run_summaries
-from agentflow_env.evaluation.viewer_rows import episode_rows
+from agentflow_env.evaluation.viewer.plots import budget_curves, run_summaries
+from agentflow_env.evaluation.viewer.rows import episode_rows
+from agentflow_env.evaluation.viewer.site import EmptyLogError, write_report
 from agentflow_env.rollout.episodes import run_episode
 from agentflow_env.rollout.planners import ExpertPlanner, RandomPlanner
 from agentflow_env.workflow.turn_log import read_turn_log

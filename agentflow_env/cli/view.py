@@ -9,7 +9,7 @@ from typing import Any
 
 from agentflow_env.cli.common import UsageError
 from agentflow_env.evaluation.plots import INSTALL_HINT, plots_available
-from agentflow_env.evaluation.viewer import EmptyLogError, write_report
+from agentflow_env.evaluation.viewer.site import EmptyLogError, write_report
 
 
 def add_view_command(commands: Any) -> None:

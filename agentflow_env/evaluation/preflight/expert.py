@@ -7,8 +7,8 @@ import dataclasses
 import math
 
 from agentflow_env.envs.env import AgentFlowEnv
-from agentflow_env.evaluation.preflight_episodes import ExpertRun, quote
-from agentflow_env.evaluation.preflight_report import CheckItem
+from agentflow_env.evaluation.preflight.episodes import ExpertRun, quote
+from agentflow_env.evaluation.preflight.report import CheckItem
 from agentflow_env.workflow.actions import parse_planner_action
 from agentflow_env.workflow.memory import QueryAnalysis, VerificationStatus
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agentflow_env.evaluation.viewer_html import FILTER_SCRIPT, page
-from agentflow_env.evaluation.viewer_rows import INCOMPLETE, EpisodeRow
-from agentflow_env.evaluation.viewer_text import (
+from agentflow_env.evaluation.viewer.html import FILTER_SCRIPT, page
+from agentflow_env.evaluation.viewer.rows import INCOMPLETE, EpisodeRow
+from agentflow_env.evaluation.viewer.text import (
     esc,
     fmt_bool,
     fmt_number,

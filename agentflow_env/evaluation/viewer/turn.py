@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from agentflow_env.evaluation.viewer_rows import chosen_tool
-from agentflow_env.evaluation.viewer_text import (
+from agentflow_env.evaluation.viewer.rows import chosen_tool
+from agentflow_env.evaluation.viewer.text import (
     as_list,
     as_mapping,
     as_text,

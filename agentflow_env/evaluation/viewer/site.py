@@ -17,15 +17,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from agentflow_env.evaluation.viewer_episode import episode_page
-from agentflow_env.evaluation.viewer_html import write_page
-from agentflow_env.evaluation.viewer_index import index_page
-from agentflow_env.evaluation.viewer_plots import (
+from agentflow_env.evaluation.viewer.episode import episode_page
+from agentflow_env.evaluation.viewer.html import write_page
+from agentflow_env.evaluation.viewer.index import index_page
+from agentflow_env.evaluation.viewer.plots import (
     MissingPlotDependency,
     metrics_by_run,
     success_by_budget,
 )
-from agentflow_env.evaluation.viewer_rows import EpisodeRow, episode_rows
+from agentflow_env.evaluation.viewer.rows import EpisodeRow, episode_rows
 from agentflow_env.workflow.turn_log import LoggedEpisode, read_turn_log
 
 __all__ = ["EmptyLogError", "MissingPlotDependency", "render_report", "write_report"]

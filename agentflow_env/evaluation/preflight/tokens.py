@@ -19,13 +19,13 @@ import gymnasium as gym
 from agentflow_env.base.tokens import ChatTokenizer
 from agentflow_env.base.untrusted import special_token_strings
 from agentflow_env.envs.env import AgentFlowEnv, unwrap_agentflow
-from agentflow_env.evaluation.preflight_episodes import (
+from agentflow_env.evaluation.preflight.episodes import (
     ExpertRun,
     StepLog,
     live_session,
     run_expert,
 )
-from agentflow_env.evaluation.preflight_report import CheckItem
+from agentflow_env.evaluation.preflight.report import CheckItem
 from agentflow_env.modules import ROLES
 from agentflow_env.rollout.token_check import TrainerSequence, segments
 from agentflow_env.workflow.prompts import Message, step_feedback

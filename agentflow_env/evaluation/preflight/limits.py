@@ -9,8 +9,8 @@ from typing import Any
 import gymnasium as gym
 
 from agentflow_env.envs.env import unwrap_agentflow
-from agentflow_env.evaluation.preflight_episodes import StepLog, live_session, quote
-from agentflow_env.evaluation.preflight_report import CheckItem
+from agentflow_env.evaluation.preflight.episodes import StepLog, live_session, quote
+from agentflow_env.evaluation.preflight.report import CheckItem
 from agentflow_env.tools.base import Tool, ToolCard, ToolContext, ToolResult
 from agentflow_env.workflow.actions import format_planner_action
 from agentflow_env.workflow.memory import MemoryEntry, VerificationStatus

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from agentflow_env.evaluation.viewer_html import page
-from agentflow_env.evaluation.viewer_rows import EpisodeRow
-from agentflow_env.evaluation.viewer_text import (
+from agentflow_env.evaluation.viewer.html import page
+from agentflow_env.evaluation.viewer.rows import EpisodeRow
+from agentflow_env.evaluation.viewer.text import (
     as_list,
     as_mapping,
     as_text,
@@ -23,7 +23,7 @@ from agentflow_env.evaluation.viewer_text import (
     json_text,
     shorten_text,
 )
-from agentflow_env.evaluation.viewer_turn import item_list, turn_section
+from agentflow_env.evaluation.viewer.turn import item_list, turn_section
 
 __all__ = ["episode_page"]
 

@@ -26,8 +26,8 @@ from typing import Any
 import gymnasium as gym
 
 from agentflow_env.envs.env import unwrap_agentflow
-from agentflow_env.evaluation.preflight_episodes import StepLog, run_expert
-from agentflow_env.evaluation.preflight_expert import (
+from agentflow_env.evaluation.preflight.episodes import StepLog, run_expert
+from agentflow_env.evaluation.preflight.expert import (
     ACTION,
     ANSWER,
     MEMORY,
@@ -39,7 +39,7 @@ from agentflow_env.evaluation.preflight_expert import (
     check_tool,
     check_verifier_stop,
 )
-from agentflow_env.evaluation.preflight_limits import (
+from agentflow_env.evaluation.preflight.limits import (
     ENDS,
     TOOL_ERRORS,
     TURN_LIMIT,
@@ -47,8 +47,8 @@ from agentflow_env.evaluation.preflight_limits import (
     check_tool_errors,
     check_turn_limit,
 )
-from agentflow_env.evaluation.preflight_report import CheckItem, PreflightReport, guarded
-from agentflow_env.evaluation.preflight_tokens import TOKENS, check_flat_tokens, env_facts
+from agentflow_env.evaluation.preflight.report import CheckItem, PreflightReport, guarded
+from agentflow_env.evaluation.preflight.tokens import TOKENS, check_flat_tokens, env_facts
 
 DEFAULT_ENV_ID = "AgentFlow-Search-v0"
 ITEMS: tuple[str, ...] = (
@@ -119,4 +119,4 @@ def _check(env: gym.Env, seed: int, env_id: str) -> PreflightReport:
     )
 
 
-__all__ = ["ITEMS", "CheckItem", "PreflightReport", "run_preflight"]
+__all__ = ["DEFAULT_ENV_ID", "ITEMS", "CheckItem", "PreflightReport", "run_preflight"]
