@@ -1,4 +1,5 @@
-# Sourced by the launch scripts (adapters/*/train_flow_grpo.sh): the services beside a trainer.
+# Sourced by adapters/common.sh, which every launch script (adapters/*/train_flow_grpo.sh)
+# sources: the services beside a trainer.
 #
 # start_services starts, in the background and killed when the script exits:
 #   - a frozen-module endpoint (`vllm serve $FROZEN_MODEL` on $FROZEN_GPUS, port $FROZEN_PORT)

@@ -44,8 +44,8 @@ from agentflow_env.tasks import code as code_tasks
 from agentflow_env.tasks.synthetic import SyntheticTaskSource
 from agentflow_env.tasks.synthetic.program import KINDS as SEARCH_KINDS
 from agentflow_env.tools.calculator import CalculatorTool
-from agentflow_env.workflow.rewards import SCORERS, RewardConfig
-from agentflow_env.workflow.session import SessionConfig
+from agentflow_env.workflow.config import RewardConfig, SessionConfig
+from agentflow_env.workflow.rewards import SCORERS
 
 SEARCH = "AgentFlow-Search-v0"
 CODE = "AgentFlow-Code-v0"

@@ -1,4 +1,4 @@
-"""Turn-level advantages (``agentflow_env.workflow.credit``) against hand-computed values."""
+"""Turn-level advantages (``agentflow_env.rollout.group_credit``) against hand-computed values."""
 
 from __future__ import annotations
 
@@ -6,13 +6,14 @@ import math
 
 import pytest
 
-from agentflow_env.workflow.credit import (
+from agentflow_env.rollout.group_credit import (
     TrajectoryCredit,
     credited_samples,
     flat_token_advantages,
+    flow_grpo_advantages,
     turn_advantages,
 )
-from agentflow_env.workflow.trajectory import Trajectory, TurnRecord, flow_grpo_advantages
+from agentflow_env.workflow.trajectory import Trajectory, TurnRecord
 
 EPS = 1e-9
 

@@ -36,8 +36,8 @@ from agentflow_env.rollout.planners import ExpertPlanner  # noqa: E402
 from agentflow_env.tasks.base import PlanStep, Task  # noqa: E402
 from agentflow_env.tools.registry import ToolSet, make_tool  # noqa: E402
 from agentflow_env.workflow.actions import PlannerAction, format_planner_action  # noqa: E402
+from agentflow_env.workflow.config import RewardConfig  # noqa: E402
 from agentflow_env.workflow.memory import Memory  # noqa: E402
-from agentflow_env.workflow.rewards import RewardConfig  # noqa: E402
 from agentflow_env.workflow.session import Session, SessionConfig  # noqa: E402
 
 T = TypeVar("T")

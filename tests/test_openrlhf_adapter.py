@@ -30,10 +30,10 @@ agent_module = pytest.importorskip("openrlhf.utils.agent")
 from conftest import load_adapter  # noqa: E402
 
 from agentflow_env.base.tokens import load_default_tokenizer, to_hf_tokenizer  # noqa: E402
+from agentflow_env.rollout.group_credit import flow_grpo_advantages  # noqa: E402
 from agentflow_env.rollout.logprob_check import read_samples  # noqa: E402
 from agentflow_env.rollout.planners import ExpertPlanner, RandomPlanner  # noqa: E402
 from agentflow_env.rollout.spec import TaskSpec, TaskSpecError, synthetic_specs  # noqa: E402
-from agentflow_env.workflow.trajectory import flow_grpo_advantages  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 AGENT_FUNC = ROOT / "adapters" / "openrlhf" / "agent_func.py"
@@ -44,7 +44,8 @@ MAX_LEN = 8192
 
 @pytest.fixture
 def agent_func(monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
-    for var in ("ENV_ID", "ENV_KWARGS", "TOKENIZER", "MAX_TURN_TOKENS", "RETRIEVER_URL"):
+    cap = ("MAX_ACTION_TOKENS", "MAX_TURN_TOKENS")  # the cap's variable and its old name
+    for var in ("ENV_ID", "ENV_KWARGS", "TOKENIZER", *cap, "RETRIEVER_URL"):
         monkeypatch.delenv(f"AGENTFLOW_{var}", raising=False)
     return load_adapter(AGENT_FUNC, "agentflow_openrlhf_agent")
 
@@ -218,7 +219,7 @@ def test_samples_are_dumped_for_the_logprob_check(agent_func, hf_tokenizer, tmp_
 
 
 def test_turn_cap_comes_from_the_environment(agent_func, hf_tokenizer, monkeypatch):
-    monkeypatch.setenv("AGENTFLOW_MAX_TURN_TOKENS", "16")
+    monkeypatch.setenv("AGENTFLOW_MAX_ACTION_TOKENS", "16")
     monkeypatch.setenv("AGENTFLOW_ENV_KWARGS", json.dumps({"max_turns": 2}))
     module = load_adapter(AGENT_FUNC, "agentflow_openrlhf_agent_capped")
     spec = spec_for(0)

@@ -182,7 +182,8 @@ def hf_tokenizer() -> Any:
 @pytest.fixture
 def load_agent(monkeypatch: pytest.MonkeyPatch):
     """Load agent_func.py by path (as OpenRLHF does) under the given AGENTFLOW_* settings."""
-    for var in ("ENV_ID", "ENV_KWARGS", "TOKENIZER", "MAX_TURN_TOKENS", "RETRIEVER_URL"):
+    cap = ("MAX_ACTION_TOKENS", "MAX_TURN_TOKENS")  # the cap's variable and its old name
+    for var in ("ENV_ID", "ENV_KWARGS", "TOKENIZER", *cap, "RETRIEVER_URL"):
         monkeypatch.delenv(f"AGENTFLOW_{var}", raising=False)
     count = iter(range(1000))
 
@@ -231,7 +232,7 @@ def test_env_kwarg_cap_defines_the_engine_cap(load_agent, hf_tokenizer):
 
 
 def test_label_cap_caps_that_trajectory(load_agent, hf_tokenizer):
-    module = load_agent(MAX_TURN_TOKENS="1000", ENV_KWARGS=json.dumps({"max_turns": 2}))
+    module = load_agent(MAX_ACTION_TOKENS="1000", ENV_KWARGS=json.dumps({"max_turns": 2}))
     base = spec_for(1)
     spec = TaskSpec(env_kwargs={**base.env_kwargs, "max_action_tokens": 9}, task_id=base.task_id)
     engine = MirrorEngine(spec, "expert", max_turns=2)
@@ -241,7 +242,7 @@ def test_label_cap_caps_that_trajectory(load_agent, hf_tokenizer):
 
 
 def test_the_default_cap_is_set_on_the_env(load_agent):
-    module = load_agent(MAX_TURN_TOKENS="77")
+    module = load_agent(MAX_ACTION_TOKENS="77")
     shared = module.shared_envs()
     assert shared.config.env_kwargs["max_action_tokens"] == 77
     env = shared.env(spec_for(0))
@@ -329,7 +330,7 @@ def test_a_module_bug_is_a_reward_zero_sample_with_the_tokens_so_far(
 
 def test_engine_over_its_cap_is_a_mismatch_that_names_the_cut(load_agent, hf_tokenizer, caplog):
     """An engine that returns more ids than max_tokens: the env cuts, OpenRLHF keeps them all."""
-    module = load_agent(MAX_TURN_TOKENS="16")
+    module = load_agent(MAX_ACTION_TOKENS="16")
     engine = ScriptedEngine(honour_max_tokens=False)
     label = spec_for(0).to_json()
     with caplog.at_level(logging.WARNING, logger=module.logger.name):
@@ -495,7 +496,7 @@ def test_a_batch_of_faults_in_one_gather(load_agent, hf_tokenizer, caplog):
     cut at the cap, failing and buggy modules, bad labels, an engine over its cap, and healthy
     ones. None raises; the broken get reward 0; OOV and cut trajectories match the env exactly;
     OpenRLHF's experience and group_norm code accepts every sample."""
-    module = load_agent(MAX_TURN_TOKENS="256")
+    module = load_agent(MAX_ACTION_TOKENS="256")
     executor = module.AgentExecutor()
     capped = spec_for(2)
     capped = TaskSpec(

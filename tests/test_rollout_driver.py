@@ -18,13 +18,7 @@ from typing import Any
 import pytest
 
 from agentflow_env.base.tokens import load_default_tokenizer
-from agentflow_env.rollout.driver import (
-    EpisodeResult,
-    action_logprobs,
-    capped_params,
-    read_request_output,
-    run_episodes,
-)
+from agentflow_env.rollout.driver import EpisodeResult, run_episodes
 from agentflow_env.rollout.failures import episode_logs, failure_reason, filler_token_id
 from agentflow_env.rollout.labels import AdapterConfig, plan_episode, task_prompt
 from agentflow_env.rollout.pool import EnvPool, SharedEnvs
@@ -34,6 +28,11 @@ from agentflow_env.rollout.token_check import (
     TokenMismatchError,
     TrainerSequence,
     describe_mismatch,
+)
+from agentflow_env.rollout.vllm_outputs import (
+    action_logprobs,
+    capped_params,
+    read_request_output,
 )
 
 TOK = load_default_tokenizer()
@@ -161,7 +160,7 @@ def test_batched_episodes_and_sessions_share_one_pool() -> None:
     """OpenRLHF-style sessions (config from the environment) and TRL-style batched episodes."""
     pool = EnvPool(tokenizer=TOK)
     spec, task = next(iter(synthetic_specs(1, hops=1, seed=2)))
-    config = AdapterConfig.from_environ({"AGENTFLOW_MAX_TURN_TOKENS": "32"})
+    config = AdapterConfig.from_environ({"AGENTFLOW_MAX_ACTION_TOKENS": "32"})
     shared = SharedEnvs(config, pool)
     one, two = shared.new_session(spec.to_json()), shared.new_session(spec)
     assert one.task is two.task and one.task.question == task.question

@@ -22,7 +22,7 @@ from agentflow_env.workflow.observations import (
     OBSERVATION_MODES,
     FlatObservations,
     Observation,
-    ObservationMode,
+    ObservationStrategy,
     StructuredObservations,
     make_observations,
 )
@@ -148,7 +148,7 @@ def test_observation_spaces_come_from_the_strategy() -> None:
     for mode, limit in (("structured", None), ("flat", MAX_TOKEN_ID + 1)):
         env = AgentFlowEnv(observation_mode=mode)
         vocab = env.tokenizer.vocab_size
-        strategy: ObservationMode = env.observations
+        strategy: ObservationStrategy = env.observations
         assert env.observation_space == strategy.observation_space(vocab)
         assert env.observation_space["token_ids"].id_limit == (limit or vocab)
         past = {"text": "x", "token_ids": np.asarray([vocab + 3], dtype=np.int64)}

@@ -62,7 +62,8 @@ def hf_tokenizer() -> Any:
 @pytest.fixture
 def adapters(monkeypatch: pytest.MonkeyPatch) -> types.SimpleNamespace:
     """Both adapter modules with fresh ``AGENTFLOW_*`` settings; the env registered."""
-    for var in ("ENV_ID", "ENV_KWARGS", "TOKENIZER", "MAX_TURN_TOKENS", "FAIL_FAST"):
+    cap = ("MAX_ACTION_TOKENS", "MAX_TURN_TOKENS")  # the cap's variable and its old name
+    for var in ("ENV_ID", "ENV_KWARGS", "TOKENIZER", *cap, "FAIL_FAST"):
         monkeypatch.delenv(f"AGENTFLOW_{var}", raising=False)
     env = importlib.import_module("agentflow_text_env")
     generator = importlib.import_module("agentflow_generator")

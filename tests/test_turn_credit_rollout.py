@@ -10,10 +10,10 @@ import pytest
 
 from agentflow_env.base.tokens import load_default_tokenizer
 from agentflow_env.rollout.driver import run_episodes
+from agentflow_env.rollout.group_credit import TrajectoryCredit, turn_advantages
 from agentflow_env.rollout.planners import ExpertPlanner
 from agentflow_env.rollout.pool import EnvPool
 from agentflow_env.rollout.turn_credit import token_advantages
-from agentflow_env.workflow.credit import TrajectoryCredit, turn_advantages
 
 TOK = load_default_tokenizer()
 JUNK = TOK.encode("Tool Name: Calculator\nContext: 1 + 1") + [TOK.eos_token_id]

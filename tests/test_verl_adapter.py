@@ -66,7 +66,8 @@ def hf_tokenizer() -> Any:
 def adapter(monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
     """The adapter module as verl's workers import it (its folder on ``sys.path``), with fresh
     ``AGENTFLOW_*`` settings and the registry entries of the YAML."""
-    for var in ("ENV_ID", "ENV_KWARGS", "TOKENIZER", "MAX_TURN_TOKENS", "FAIL_FAST"):
+    cap = ("MAX_ACTION_TOKENS", "MAX_TURN_TOKENS")  # the cap's variable and its old name
+    for var in ("ENV_ID", "ENV_KWARGS", "TOKENIZER", *cap, "FAIL_FAST"):
         monkeypatch.delenv(f"AGENTFLOW_{var}", raising=False)
     monkeypatch.syspath_prepend(str(ROOT / "adapters" / "verl"))
     module = importlib.import_module("agentflow_agent_loop")

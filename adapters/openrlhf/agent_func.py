@@ -21,34 +21,49 @@ from typing import Any
 import torch
 from openrlhf.utils.agent import AgentInstanceBase, MultiTurnAgentExecutor
 
-from agentflow_env.rollout import failures, logprob_check, token_check, trainer_samples
-from agentflow_env.rollout.driver import capped_params, read_request_output
-from agentflow_env.rollout.pool import LazySharedEnvs
-from agentflow_env.workflow.session import Session
+from agentflow_env.rollout import (
+    EPISODE_LOG_KEYS,
+    AdapterError,
+    LazySharedEnvs,
+    MismatchHints,
+    SeamError,
+    SeamLatch,
+    Session,
+    TokenMismatchError,
+    TrainerSequence,
+    capped_params,
+    dump_samples,
+    episode_logs,
+    filler_token_id,
+    hf_encoder,
+    openrlhf_response_sample,
+    read_request_output,
+    trajectory_failure,
+    warn_failed,
+)
+from agentflow_env.rollout import describe_mismatch as describe_token_mismatch
 
-LOG_KEYS = failures.EPISODE_LOG_KEYS
-AdapterError, SeamError = failures.AdapterError, failures.SeamError
-TokenMismatchError = token_check.TokenMismatchError
+LOG_KEYS = EPISODE_LOG_KEYS
 logger = logging.getLogger("agentflow_env.adapters.openrlhf")
 shared_envs = LazySharedEnvs()  # this process's envs and settings, read on first use
-_SEAM = failures.SeamLatch(logger, "AgentFlow's OpenRLHF adapter cannot capture the sampled ids")
+_SEAM = SeamLatch(logger, "AgentFlow's OpenRLHF adapter cannot capture the sampled ids")
 _TEXT_FALLBACK = "AgentInstance is driven by another executor: re-encoding action_text (lossy)"
 _warn_text_fallback = functools.cache(functools.partial(logger.warning, _TEXT_FALLBACK))
 
 
-def _hints(tokenizer_name: str) -> token_check.MismatchHints:
+def _hints(tokenizer_name: str) -> MismatchHints:
     fix = "set AGENTFLOW_TOKENIZER to the policy model's tokenizer"
     cut = "raise --data.max_len so that it holds the first prompt and room to generate"
-    return token_check.MismatchHints("OpenRLHF", tokenizer_name, fix, cut)
+    return MismatchHints("OpenRLHF", tokenizer_name, fix, cut)
 
 
 def describe_mismatch(theirs: Any, ours: Any, rollout: Any, hf_tokenizer: Any, name: str) -> str:
     """Where OpenRLHF's prompt ids and the env's part, and why (``rollout.token_check``)."""
-    encode = token_check.hf_encoder(hf_tokenizer)
-    return token_check.describe_mismatch(theirs, ours, rollout, encode, _hints(name))
+    encode = hf_encoder(hf_tokenizer)
+    return describe_token_mismatch(theirs, ours, rollout, encode, _hints(name))
 
 
-Rollout = token_check.TrainerSequence  # one trajectory's sequence as OpenRLHF builds it
+Rollout = TrainerSequence  # one trajectory's sequence as OpenRLHF builds it
 
 
 class TurnEngine:
@@ -56,11 +71,9 @@ class TurnEngine:
     ``max_action_tokens``, checks the prompt ids against the env's and keeps the sampled ids in
     ``rollout``, OpenRLHF's sequence so far (so a failed trajectory can still be returned)."""
 
-    def __init__(
-        self, engine: Any, hf_tokenizer: Any, cap: int, hints: token_check.MismatchHints
-    ) -> None:
+    def __init__(self, engine: Any, hf_tokenizer: Any, cap: int, hints: MismatchHints) -> None:
         self.engine, self.hf_tokenizer, self.cap, self.hints = engine, hf_tokenizer, cap, hints
-        self.encode = token_check.hf_encoder(hf_tokenizer)
+        self.encode = hf_encoder(hf_tokenizer)
         self.rollout = Rollout()
         self.error: BaseException | None = None  # the engine's own failure
 
@@ -87,9 +100,9 @@ class TurnEngine:
     ) -> dict:
         """The reward-0 sample after ``exc`` as OpenRLHF's executor shapes one: tokens, action
         ranges and log-probs so far (none sampled: the prompt, no gradient)."""
-        failures.warn_failed(logger, exc, len(self.rollout.ranges), label)
+        warn_failed(logger, exc, len(self.rollout.ranges), label)
         fallback = self.encode(prompt or "") or []
-        filler = failures.filler_token_id(self.hf_tokenizer)
+        filler = filler_token_id(self.hf_tokenizer)
         # OpenRLHF needs at least one position after the first token.
         tokens, ranges, logprobs = self.rollout.failure_sample(fallback, filler, min_length=2)
         return {
@@ -103,7 +116,7 @@ class TurnEngine:
             "action_ranges": ranges,
             "rollout_log_probs": None if getattr(params, "logprobs", None) is None else logprobs,
             "truncated": self.rollout.finish_reason == "length",
-            "extra_logs": failures.episode_logs(self.rollout.session, error=True),
+            "extra_logs": episode_logs(self.rollout.session, error=True),
         }
 
     def __getattr__(self, name: str) -> Any:  # the rest of OpenRLHF's engine
@@ -143,7 +156,7 @@ class AgentInstance(AgentInstanceBase):
             # After the end no prompt follows: nothing to append (the sequence ends on the action).
             "environment_feedback": "" if end else outcome.feedback.text,
             "done": end is not None,
-            "extra_logs": failures.episode_logs(self.session),
+            "extra_logs": episode_logs(self.session),
         }
 
     def _action(self, states: dict) -> tuple[Any, list[float] | None]:
@@ -180,7 +193,7 @@ class AgentExecutor(MultiTurnAgentExecutor):
         images: Any = None,
     ) -> dict:
         _SEAM.check()
-        cap, hints = self.shared.config.max_turn_tokens, _hints(self.shared.tokenizer_name())
+        cap, hints = self.shared.config.max_action_tokens, _hints(self.shared.tokenizer_name())
         engine = TurnEngine(llm_engine, hf_tokenizer, cap, hints)
         rollout, token = engine.rollout, _ROLLOUT.set(engine.rollout)
         try:  # the group shares one sampling_params, and the loop writes max_tokens into it
@@ -194,19 +207,19 @@ class AgentExecutor(MultiTurnAgentExecutor):
                 raise _SEAM.error(f"OpenRLHF's executor returned {problem}")
             if rollout.session is None or not rollout.session.done:
                 result["reward"] = result["scores"] = 0.0  # the token budget ran out first
-            result["extra_logs"] = failures.episode_logs(rollout.session)
+            result["extra_logs"] = episode_logs(rollout.session)
         except AdapterError:
             raise
         except Exception as exc:
             if exc is engine.error:
                 raise
             failed = engine.failure(exc, prompt, label, sampling_params, images)
-            self.shared.fail_fast.record(failures.trajectory_failure(rollout.session, exc))
+            self.shared.fail_fast.record(trajectory_failure(rollout.session, exc))
             return dumped(failed, sampling_params)
         finally:
             _ROLLOUT.reset(token)
         # A setup that fails every trajectory stops the run here (SystemicFailure).
-        self.shared.fail_fast.record(failures.trajectory_failure(rollout.session))
+        self.shared.fail_fast.record(trajectory_failure(rollout.session))
         return dumped(result, sampling_params)
 
 
@@ -215,6 +228,21 @@ def dumped(result: dict, sampling_params: Any) -> dict:
     ``agentflow-env check-logprobs`` if it holds rollout log-probs (``rollout.logprob_check``)."""
     if result.get("rollout_log_probs") is not None:
         temperature = getattr(sampling_params, "temperature", None)
-        read = trainer_samples.openrlhf_response_sample
-        logprob_check.dump_samples(lambda: [read(result, temperature)], logger)
+        read = openrlhf_response_sample
+        dump_samples(lambda: [read(result, temperature)], logger)
     return result
+
+
+__all__ = [
+    "LOG_KEYS",
+    "AdapterError",
+    "AgentExecutor",
+    "AgentInstance",
+    "Rollout",
+    "SeamError",
+    "TokenMismatchError",
+    "TurnEngine",
+    "describe_mismatch",
+    "dumped",
+    "shared_envs",
+]

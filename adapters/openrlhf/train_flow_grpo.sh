@@ -22,46 +22,26 @@
 # VLLM_ENGINES to match; the AGENTFLOW_* variables reach the actors via --runtime-env-json.
 set -euo pipefail
 
-REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-cd "$REPO"
-
-POLICY_MODEL="${POLICY_MODEL:-Qwen/Qwen2.5-7B-Instruct}" # the planner being trained
-FROZEN_MODEL="${FROZEN_MODEL:-}"          # e.g. Qwen/Qwen2.5-7B-Instruct; empty: rule modules
-FROZEN_GPUS="${FROZEN_GPUS:-4}"           # GPUs for `vllm serve` (kept out of Ray's GPUs)
-CORPUS="${CORPUS:-}"                      # corpus JSONL for the retriever server; empty: local
+# The shared settings (POLICY_MODEL, FROZEN_MODEL, CORPUS, GPUS_PER_NODE, ..., TRAIN_FILE),
+# start_services and write_labels: adapters/common.sh. Training GPUs per node (0..N-1): with a
+# frozen model 4, leaving GPU 4 for `vllm serve` (train.batch_size must divide by
+# micro_batch_size x training GPUs).
+TRAINER=openrlhf
+# shellcheck source=../common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../common.sh"
 NUM_NODES="${NUM_NODES:-1}"
-# Training GPUs per node (0..N-1). With a frozen model: 4, leaving GPU 4 for `vllm serve`
-# (train.batch_size must divide by micro_batch_size x training GPUs).
-GPUS_PER_NODE="${GPUS_PER_NODE:-$([ -n "$FROZEN_MODEL" ] && echo 4 || echo 8)}"
 VLLM_ENGINES="${VLLM_ENGINES:-$((NUM_NODES * GPUS_PER_NODE))}"
-SERVICE_HOST="${SERVICE_HOST:-127.0.0.1}"
-FROZEN_PORT="${FROZEN_PORT:-8001}"
-RETRIEVER_PORT="${RETRIEVER_PORT:-8002}"
 START_RAY="${START_RAY:-1}"
-DATA_DIR="${DATA_DIR:-$REPO/data/openrlhf}"
-TRAIN_FILE="${TRAIN_FILE:-$DATA_DIR/train.jsonl}"
-EVAL_FILE="${EVAL_FILE:-$DATA_DIR/test.jsonl}"
 SAVE_DIR="${SAVE_DIR:-$REPO/checkpoints/flow-grpo-planner}"
 MAX_LEN="${MAX_LEN:-8192}"                # whole trajectory: prompt + every action and feedback
 
-# Frozen-module endpoint and retriever server: start_services (adapters/services.sh).
-# shellcheck source=../services.sh
-source "$REPO/adapters/services.sh"
-
-# 1. Prompts: OpenRLHF JSONL whose labels name the task (see prepare_data.py).
-if [ ! -f "$TRAIN_FILE" ]; then
-  python adapters/openrlhf/prepare_data.py synthetic --out "$TRAIN_FILE" --split train \
-    --hops 1,2,3 --count 4000 --fresh-world
-fi
-if [ ! -f "$EVAL_FILE" ]; then
-  python adapters/openrlhf/prepare_data.py synthetic --out "$EVAL_FILE" --split test \
-    --hops 1,2,3 --count 200 --fresh-world --seed 1000000
-fi
+# 1. Prompts: OpenRLHF JSONL whose labels name the task (`agentflow-env labels`).
+write_labels
 
 # 2. Env configuration, read by agent_func.py in every vLLM actor.
 export AGENTFLOW_TOKENIZER="$POLICY_MODEL"  # the env renders chat glue with the policy's tokenizer
-# AGENTFLOW_MAX_TURN_TOKENS (default 1024) caps one planner turn and is also the env's
-# max_action_tokens; set it, or max_action_tokens in AGENTFLOW_ENV_KWARGS, not two different values.
+# AGENTFLOW_MAX_ACTION_TOKENS (default 1024) caps one planner turn: the env's max_action_tokens;
+# set it, or max_action_tokens in AGENTFLOW_ENV_KWARGS, not two different values.
 
 # 3. The frozen-module endpoint and the retriever server, when FROZEN_MODEL / CORPUS are set.
 start_services
@@ -103,7 +83,7 @@ ARGS=(
   --eval.temperature 0.6
   # Token budget of a whole trajectory (prompt + all actions and feedback). A trajectory that
   # runs out before the episode ends gets reward 0. --rollout.max_new_tokens stays unset:
-  # AGENTFLOW_MAX_TURN_TOKENS caps each turn.
+  # AGENTFLOW_MAX_ACTION_TOKENS caps each turn.
   --data.max_len "$MAX_LEN"
   # Flow-GRPO at trajectory level: A_i = (r_i - mean) / (std + 1e-9) over the group.
   --algo.advantage.estimator group_norm

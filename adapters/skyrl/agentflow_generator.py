@@ -49,21 +49,24 @@ from skyrl.backends.skyrl_train.inference_servers.engine_utils import (
 from skyrl.train.generators.base import GeneratorInput, GeneratorInterface, GeneratorOutput
 from skyrl.train.generators.utils import apply_overlong_filtering
 
-from agentflow_env.rollout import failures, trainer_samples
-from agentflow_env.rollout.failures import AdapterError
-from agentflow_env.rollout.logprob_check import dump_samples
-from agentflow_env.rollout.pool import LazySharedEnvs
-from agentflow_env.rollout.token_episode import (
+from agentflow_env.rollout import (
     ABORTED,
     DONE,
     ERROR,
     PROMPT_BUDGET,
     RESPONSE_BUDGET,
+    AdapterError,
+    LazySharedEnvs,
+    Session,
     TokenBudget,
     TokenEpisode,
+    dump_samples,
+    filler_token_id,
     run_token_episode,
+    skyrl_group_signal,
+    skyrl_samples,
+    trajectory_failure,
 )
-from agentflow_env.workflow.session import Session
 
 logger = logging.getLogger("agentflow_env.adapters.skyrl")
 shared_envs = LazySharedEnvs()  # this process's envs and settings, read on first use
@@ -159,7 +162,7 @@ def rollout_metrics(
     metrics = {f"{METRIC}{key}": sum(log[key] for log in logs) / len(logs) for key in logs[0]}
     metrics["env/failed"] = metrics[f"{METRIC}failed"]
     if trajectory_ids is not None:
-        signal = trainer_samples.skyrl_group_signal(list(rewards), trajectory_ids)
+        signal = skyrl_group_signal(list(rewards), trajectory_ids)
         for key in ("equal_reward_groups", "all_zero_groups", "mean_abs_advantage"):
             metrics[f"{METRIC}{key}"] = signal[key]
     return metrics
@@ -184,7 +187,7 @@ class AgentFlowGenerator(GeneratorInterface):
             policy_model_name,
         )
         self.tokenizer = tokenizer
-        self.filler = failures.filler_token_id(tokenizer)
+        self.filler = filler_token_id(tokenizer)
         self.max_turns: int | None = generator_cfg.max_turns
         backend = generator_cfg.inference_engine.backend
         self.default_params = get_sampling_params_for_backend(
@@ -271,7 +274,7 @@ class AgentFlowGenerator(GeneratorInterface):
                 key: [row for row, n in zip(output[key], unscored, strict=True) if not n]
                 for key in ("prompt_token_ids", "response_ids", "loss_masks", "rollout_logprobs")
             }
-            dump_samples(lambda: trainer_samples.skyrl_samples(scored, temperature), logger)
+            dump_samples(lambda: skyrl_samples(scored, temperature), logger)
         return output
 
     async def trajectory(
@@ -322,7 +325,7 @@ class AgentFlowGenerator(GeneratorInterface):
             )
         finally:
             await self.client.finish_session(session_id)
-        failure = failures.trajectory_failure(episode.session, episode.error)
+        failure = trajectory_failure(episode.session, episode.error)
         if episode.end not in (ABORTED, PROMPT_BUDGET):  # the env never judged it: not counted
             shared.fail_fast.record(failure)  # SystemicFailure: the setup fails every trajectory
         return Trajectory(episode, last_stop[0], failure)

@@ -15,9 +15,7 @@ import logging
 import os
 from typing import Any
 
-from agentflow_env.rollout.failures import AdapterError
-from agentflow_env.rollout.pool import SharedEnvs
-from agentflow_env.workflow.session import Session
+from agentflow_env.rollout import AdapterError, Session, SharedEnvs
 
 logger = logging.getLogger("agentflow_env.adapters.skyrl")
 _warned_caps: set[tuple[int, int]] = set()

@@ -35,12 +35,18 @@ import skyrl_gym
 from agentflow_sessions import new_session
 from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput
 
-from agentflow_env.rollout import failures
-from agentflow_env.rollout.background_loop import BackgroundLoop
-from agentflow_env.rollout.pool import LazySharedEnvs
-from agentflow_env.workflow.session import Session
+from agentflow_env.rollout import (
+    SKYRL_ENV_CLASS,
+    BackgroundLoop,
+    LazySharedEnvs,
+    Session,
+    episode_logs,
+    failure_reason,
+    trajectory_failure,
+    warn_failed,
+)
 
-ENV_CLASS = "agentflow"
+ENV_CLASS = SKYRL_ENV_CLASS
 """The ``env_class`` of the dataset rows this env runs."""
 logger = logging.getLogger("agentflow_env.adapters.skyrl")
 shared_envs = LazySharedEnvs()  # this process's envs and settings, read on first use
@@ -70,8 +76,8 @@ class AgentFlowTextEnv(BaseTextEnv):
             self.session = new_session(shared, label, max_turns=self.extras.get("max_turns"))
             observation, _ = sessions.run(self.session.start())
         except Exception as exc:  # the first step ends the episode with reward 0
-            failures.warn_failed(logger, exc, 0, label)
-            self.error = failures.failure_reason(exc)
+            warn_failed(logger, exc, 0, label)
+            self.error = failure_reason(exc)
             self.finish()
             return list(prompt), {"error": self.error}
         self.max_turns = self.session.config.max_turns
@@ -84,8 +90,8 @@ class AgentFlowTextEnv(BaseTextEnv):
         try:
             outcome = sessions.run(session.step(action))
         except Exception as exc:
-            failures.warn_failed(logger, exc, len(session.turn_records), self.extras.get("label"))
-            self.error = failures.failure_reason(exc)
+            warn_failed(logger, exc, len(session.turn_records), self.extras.get("label"))
+            self.error = failure_reason(exc)
             self.finish()
             return BaseTextEnvStepOutput(observations=[], reward=0.0, done=True, metadata={})
         self.turns = session.turn
@@ -107,7 +113,7 @@ class AgentFlowTextEnv(BaseTextEnv):
         """Record the trajectory with the fail-fast guard, once (``SystemicFailure`` propagates)."""
         if not self.recorded:
             self.recorded = True
-            shared_envs().fail_fast.record(failures.trajectory_failure(self.session, self.error))
+            shared_envs().fail_fast.record(trajectory_failure(self.session, self.error))
 
     def close(self) -> None:
         """SkyRL ends every trajectory here, also one it cut short (its input length)."""
@@ -115,4 +121,4 @@ class AgentFlowTextEnv(BaseTextEnv):
 
     def get_metrics(self) -> dict[str, Any]:
         """The episode's numeric logs (``failures.EPISODE_LOG_KEYS``), averaged by SkyRL."""
-        return failures.episode_logs(self.session, error=self.error is not None)
+        return episode_logs(self.session, error=self.error is not None)

@@ -1,9 +1,11 @@
-"""Turn AgentFlow prompt JSONL into SkyRL rows that name the AgentFlow env.
+"""Turn AgentFlow label JSONL into SkyRL rows that name the AgentFlow env.
 
-Write the prompts with ``adapters/openrlhf/prepare_data.py`` (one ``{"prompt", "label",
-"datasource"}`` per line, ``label`` a ``TaskSpec`` JSON string), then::
+``agentflow-env labels ... --format skyrl`` writes SkyRL rows directly; this script converts a
+label file written before (``agentflow-env labels`` in its default format, one ``{"prompt",
+"label", "datasource"}`` per line, ``label`` a ``TaskSpec`` JSON string)::
 
   python adapters/skyrl/prepare_skyrl_data.py data/train.jsonl data/skyrl/train.jsonl
+  agentflow-env labels convert data/train.jsonl --format skyrl --out data/skyrl/train.jsonl  # same
 
 Each SkyRL row names the env (``env_class: agentflow``) and keeps the ``label`` and the data
 source, which SkyRL hands the env and the generator as ``env_extras``; its chat prompt is the
@@ -13,33 +15,24 @@ question, which SkyRL only uses to filter over-long prompts: the env renders the
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping, Sequence
-from pathlib import Path
-from typing import Any
+from collections.abc import Sequence
 
-from agentflow_env.base.jsonl import rewrite_jsonl
+from agentflow_env.rollout import SKYRL_ENV_CLASS, convert_label_file, skyrl_row
 
-ENV_CLASS = "agentflow"
-
-
-def skyrl_row(row: Mapping[str, Any]) -> dict:
-    """One SkyRL dataset row from one AgentFlow prompt row."""
-    return {
-        "prompt": [{"role": "user", "content": row["prompt"]}],
-        "env_class": ENV_CLASS,
-        "label": row["label"],
-        "data_source": row.get("datasource") or "agentflow",
-    }
+ENV_CLASS = SKYRL_ENV_CLASS
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("source", help="AgentFlow prompt JSONL (adapters/openrlhf/prepare_data.py)")
+    parser.add_argument("source", help="AgentFlow label JSONL (agentflow-env labels)")
     parser.add_argument("out", help="SkyRL JSONL to write")
     args = parser.parse_args(argv)
-    count = rewrite_jsonl(Path(args.source), Path(args.out), lambda row, index: skyrl_row(row))
+    count = convert_label_file(args.source, args.out, "skyrl")
     print(f"wrote {count} SkyRL rows to {args.out}")
     return 0
+
+
+__all__ = ["ENV_CLASS", "main", "skyrl_row"]
 
 
 if __name__ == "__main__":

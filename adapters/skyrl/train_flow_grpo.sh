@@ -15,50 +15,31 @@
 # Extra SkyRL overrides go after the script's own: bash adapters/skyrl/train_flow_grpo.sh trainer.epochs=2
 set -euo pipefail
 
-REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-cd "$REPO"
-
-POLICY_MODEL="${POLICY_MODEL:-Qwen/Qwen2.5-7B-Instruct}" # the planner being trained
-FROZEN_MODEL="${FROZEN_MODEL:-}"          # e.g. Qwen/Qwen2.5-7B-Instruct; empty: rule modules
-FROZEN_GPUS="${FROZEN_GPUS:-4}"           # GPUs for `vllm serve` (kept out of SkyRL's GPUs)
-CORPUS="${CORPUS:-}"                      # corpus JSONL for the retriever server; empty: local
-GPUS_PER_NODE="${GPUS_PER_NODE:-$([ -n "$FROZEN_MODEL" ] && echo 4 || echo 8)}"
-SERVICE_HOST="${SERVICE_HOST:-127.0.0.1}"
-FROZEN_PORT="${FROZEN_PORT:-8001}"
-RETRIEVER_PORT="${RETRIEVER_PORT:-8002}"
+# The shared settings (POLICY_MODEL, FROZEN_MODEL, CORPUS, GPUS_PER_NODE, ..., TRAIN_FILE),
+# start_services and write_labels: adapters/common.sh.
+TRAINER=skyrl
+# shellcheck source=../common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../common.sh"
 TEXT_ENV="${TEXT_ENV:-0}"                 # 1: SkyRL's SkyRLGymGenerator + AgentFlowTextEnv
-DATA_DIR="${DATA_DIR:-$REPO/data/skyrl}"
-TRAIN_FILE="${TRAIN_FILE:-$DATA_DIR/train.jsonl}"
-EVAL_FILE="${EVAL_FILE:-$DATA_DIR/test.jsonl}"
 SAVE_DIR="${SAVE_DIR:-$REPO/checkpoints/flow-grpo-planner-skyrl}"
 # A trajectory (prompt + every action and feedback) may grow to MAX_INPUT_LENGTH tokens before
-# its last action; one action is at most TURN_TOKENS. Out of room: reward 0.
+# its last action; one action is at most MAX_ACTION_TOKENS. Out of room: reward 0.
 MAX_INPUT_LENGTH="${MAX_INPUT_LENGTH:-12288}"
-TURN_TOKENS="${TURN_TOKENS:-1024}"
-
-# Frozen-module endpoint and retriever server: start_services (adapters/services.sh).
-# shellcheck source=../services.sh
-source "$REPO/adapters/services.sh"
-
-# 1. Prompts: AgentFlow labels (adapters/openrlhf/prepare_data.py), as SkyRL rows.
-mkdir -p "$DATA_DIR"
-if [ ! -f "$TRAIN_FILE" ]; then
-  python adapters/openrlhf/prepare_data.py synthetic --out "$DATA_DIR/train.labels.jsonl" \
-    --split train --hops 1,2,3 --count 4000 --fresh-world
-  python adapters/skyrl/prepare_skyrl_data.py "$DATA_DIR/train.labels.jsonl" "$TRAIN_FILE"
+if [ -n "${TURN_TOKENS:-}" ]; then
+  echo "TURN_TOKENS is deprecated: set MAX_ACTION_TOKENS (the same setting)" >&2
 fi
-if [ ! -f "$EVAL_FILE" ]; then
-  python adapters/openrlhf/prepare_data.py synthetic --out "$DATA_DIR/test.labels.jsonl" \
-    --split test --hops 1,2,3 --count 200 --fresh-world --seed 1000000
-  python adapters/skyrl/prepare_skyrl_data.py "$DATA_DIR/test.labels.jsonl" "$EVAL_FILE"
-fi
+MAX_ACTION_TOKENS="${MAX_ACTION_TOKENS:-${TURN_TOKENS:-1024}}"
+
+# 1. Prompts: AgentFlow labels as SkyRL rows (`agentflow-env labels --format skyrl`).
+write_labels
 
 # 2. Env configuration, read in SkyRL's generator process (main_agentflow.py passes on every
 # AGENTFLOW_* variable). The token-exact generator renders with the tokenizer SkyRL loads from
 # trainer.policy.model.path and refuses an AGENTFLOW_TOKENIZER of another vocabulary; the text
 # env (TEXT_ENV=1) gets no tokenizer from SkyRL and renders with this one.
 export AGENTFLOW_TOKENIZER="$POLICY_MODEL"
-export AGENTFLOW_MAX_TURN_TOKENS="$TURN_TOKENS"  # also the env's max_action_tokens
+export AGENTFLOW_MAX_ACTION_TOKENS="$MAX_ACTION_TOKENS"  # the env's max_action_tokens
+unset AGENTFLOW_MAX_TURN_TOKENS  # its old name: this script's value wins, as it always did
 
 # 3. The frozen-module endpoint and the retriever server, when FROZEN_MODEL / CORPUS are set.
 start_services
@@ -101,7 +82,7 @@ python adapters/skyrl/main_agentflow.py ${MODE[@]+"${MODE[@]}"} \
   generator.n_samples_per_prompt=8 \
   generator.max_turns=10 \
   generator.max_input_length="$MAX_INPUT_LENGTH" \
-  generator.sampling_params.max_generate_length="$TURN_TOKENS" \
+  generator.sampling_params.max_generate_length="$MAX_ACTION_TOKENS" \
   generator.batched=false \
   generator.inference_engine.backend=vllm \
   generator.inference_engine.num_engines="$GPUS_PER_NODE" \

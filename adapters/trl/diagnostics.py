@@ -37,12 +37,7 @@ from rollout import HFGenerator, run_episodes
 from transformers import TrainerCallback
 from turn_credit import TurnCreditGRPOTrainer
 
-from agentflow_env.rollout.train_diagnostics import (
-    DiagnosticsLog,
-    group_signal,
-    logprob_gap,
-    permuted,
-)
+from agentflow_env.rollout import DiagnosticsLog, group_signal, logprob_gap, permuted
 
 
 class AgentFlowGRPOTrainer(TurnCreditGRPOTrainer):

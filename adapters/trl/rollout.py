@@ -9,12 +9,13 @@ Load it by path (``adapters/`` is a folder of thin files, not a package)::
     trainer = GRPOTrainer(model, reward_funcs=env_reward, train_dataset=dataset,
                           rollout_func=make_rollout_func({"hops": 1, "fresh_world": True}), ...)
 
-A prompt is a task label (``agentflow_env.rollout.labels``). The episodes run in the batched
-driver ``agentflow_env.rollout.driver.run_episodes`` (flat observations, token-in-token-out,
-zero-reward samples for failed episodes, lockstep across ranks); this file is the TRL glue: the
-trainer's generation path (``HFGenerator`` on the unwrapped model, or TRL's vLLM engine), the
-ranks' collective and TRL's return value (``env_mask`` 1 on planner tokens, 0 on feedback;
-unknown log-probs NaN). Details: ``examples/trl/README.md``.
+A prompt is a task label (``agentflow_env.rollout.labels``; ``agentflow-env labels --format
+trl`` writes a dataset of them). The episodes run in the batched driver
+``agentflow_env.rollout.run_episodes`` (flat observations, token-in-token-out, zero-reward
+samples for failed episodes, lockstep across ranks); this file is the TRL glue: the trainer's
+generation path (``HFGenerator`` on the unwrapped model, or TRL's vLLM engine), the ranks'
+collective and TRL's return value (``env_mask`` 1 on planner tokens, 0 on feedback; unknown
+log-probs NaN). Details: ``adapters/trl/README.md``.
 """
 
 from __future__ import annotations
@@ -26,16 +27,29 @@ from typing import Any
 
 import torch
 
-from agentflow_env.rollout import driver, fail_fast, hf_generation, labels, pool, turn_credit
-from agentflow_env.rollout.spec import DEFAULT_ENV_ID
-from agentflow_env.workflow.credit import CreditMethod
-
-# Re-exported for scripts and tests that load this file.
-EnvPool, build_env, HFGenerator = pool.EnvPool, pool.build_env, hf_generation.HFGenerator
-EpisodeResult, distributed_max = driver.EpisodeResult, driver.distributed_max
-Generate, MaxAcrossRanks = driver.Generate, driver.MaxAcrossRanks
-EpisodePlan, plan_episode, task_prompt = labels.EpisodePlan, labels.plan_episode, labels.task_prompt
-read_task_spec, parse_task_prompt = labels.read_task_spec, labels.parse_task_prompt
+# Some of these names are only re-exported, for scripts and tests that load this file.
+from agentflow_env.rollout import (
+    DEFAULT_ENV_ID,
+    CreditMethod,
+    EnvPool,
+    EpisodePlan,
+    EpisodeResult,
+    FailFast,
+    Generate,
+    HFGenerator,
+    MaxAcrossRanks,
+    build_env,
+    default_pool,
+    distributed_max,
+    fail_fast_limit,
+    parse_task_prompt,
+    plan_episode,
+    read_task_spec,
+    sampled_logprob,
+    task_prompt,
+    token_advantages,
+)
+from agentflow_env.rollout import run_episodes as run_batched_episodes
 
 logger = logging.getLogger("agentflow_env.adapters.trl")
 DEFAULT_ENV_KWARGS: dict[str, Any] = {
@@ -49,19 +63,23 @@ DEFAULT_ENV_KWARGS: dict[str, Any] = {
 when it runs ``AgentFlow-Search-v0`` (the default ``env_id``): 1-hop questions in a fresh small
 world, 3 turns. A label naming an env id, or any other ``env_id`` (a probe, ``AgentFlow-Code-v0``,
 whose settings these are not), does without them."""
+TRL_MAX_ACTION_TOKENS = 48
+"""``make_rollout_func``'s per-action token cap (every env's ``max_action_tokens``) when it is
+given none: short actions, for the small models this adapter trains on a CPU. The other
+adapters' default, ``ADAPTER_MAX_ACTION_TOKENS`` (1024), is for full-size policies."""
 LOG_KEYS = ("success", "turns", "invalid_actions", "failed")
-_POOL = driver.default_pool()  # where episodes run unless a pool is given (tests look inside)
+_POOL = default_pool()  # where episodes run unless a pool is given (tests look inside)
 
 
 def run_episodes(
-    specs: Sequence[Any], generate: driver.Generate, tokenizer: Any, **options: Any
-) -> list[driver.EpisodeResult]:
-    """``agentflow_env.rollout.driver.run_episodes`` (same arguments), warning on this
+    specs: Sequence[Any], generate: Generate, tokenizer: Any, **options: Any
+) -> list[EpisodeResult]:
+    """``agentflow_env.rollout.run_episodes`` (same arguments), warning on this
     adapter's logger; the evaluator and ``rollout_func`` both run episodes through it."""
-    return driver.run_episodes(specs, generate, tokenizer, **{"log": logger, **options})
+    return run_batched_episodes(specs, generate, tokenizer, **{"log": logger, **options})
 
 
-def trainer_generate(trainer: Any) -> driver.Generate:
+def trainer_generate(trainer: Any) -> Generate:
     """The trainer's generation path: TRL's vLLM engine if enabled, else ``generate`` on the
     unwrapped training model with the trainer's temperature, top-p and top-k."""
     if getattr(trainer, "use_vllm", False):
@@ -89,7 +107,7 @@ def trainer_generate(trainer: Any) -> driver.Generate:
     return generate
 
 
-def _vllm_generate(trainer: Any) -> driver.Generate:
+def _vllm_generate(trainer: Any) -> Generate:
     """One vLLM sample per prompt (the prompts of a group differ after the first turn).
 
     TRL syncs vLLM's weights before calling ``rollout_func``; the per-turn cap is set through
@@ -112,13 +130,13 @@ def _vllm_generate(trainer: Any) -> driver.Generate:
         if logprobs is None:
             return completions, None
         return completions, [
-            None if seq is None else [driver.sampled_logprob(lp) for lp in seq] for seq in logprobs
+            None if seq is None else [sampled_logprob(lp) for lp in seq] for seq in logprobs
         ]
 
     return generate
 
 
-def trainer_lockstep(trainer: Any) -> driver.MaxAcrossRanks | None:
+def trainer_lockstep(trainer: Any) -> MaxAcrossRanks | None:
     """``MaxAcrossRanks`` over the trainer's accelerator, or ``None`` on a single process (no
     collective is needed there)."""
     accelerator = getattr(trainer, "accelerator", None)
@@ -135,7 +153,7 @@ def trainer_lockstep(trainer: Any) -> driver.MaxAcrossRanks | None:
 def make_rollout_func(
     env_kwargs: Mapping[str, Any] | None = None,
     *,
-    max_action_tokens: int = 48,
+    max_action_tokens: int = TRL_MAX_ACTION_TOKENS,
     env_id: str = DEFAULT_ENV_ID,
     credit: CreditMethod | None = None,
     value_forks: int = 0,
@@ -146,7 +164,7 @@ def make_rollout_func(
     generate in lockstep over the trainer's accelerator.
 
     ``credit`` (``"broadcast"``, ``"progress"``, ``"monte_carlo"``;
-    ``agentflow_env.workflow.credit``) adds ``token_advantages`` to the output, one value per
+    ``agentflow_env.rollout.group_credit``) adds ``token_advantages`` to the output, one value per
     completion token, which ``TurnCreditGRPOTrainer`` (``adapters/trl/turn_credit.py``) uses in
     place of TRL's own advantages; ``monte_carlo`` needs ``value_forks=K`` forked continuations
     per turn. Groups are the prompts with equal labels within the call.
@@ -157,7 +175,7 @@ def make_rollout_func(
     user_kwargs = dict(env_kwargs or {})
     if credit == "monte_carlo" and value_forks < 1:
         raise ValueError("credit='monte_carlo' needs value_forks >= 1")
-    guard = fail_fast.FailFast(fail_fast.fail_fast_limit(os.environ), "AgentFlow's TRL rollout")
+    guard = FailFast(fail_fast_limit(os.environ), "AgentFlow's TRL rollout")
 
     def rollout_func(prompts: list[Any], trainer: Any) -> dict[str, list]:
         timing: dict[str, float] = {}
@@ -179,13 +197,13 @@ def make_rollout_func(
             guard.record(result.failure)
         output = rollout_output(results)
         if credit is not None:
-            output["token_advantages"] = turn_credit.token_advantages(prompts, results, credit)
+            output["token_advantages"] = token_advantages(prompts, results, credit)
         return output
 
     return rollout_func
 
 
-def rollout_output(results: Sequence[driver.EpisodeResult]) -> dict[str, list]:
+def rollout_output(results: Sequence[EpisodeResult]) -> dict[str, list]:
     """The dict ``rollout_func`` returns: TRL's required keys, ``env_mask``, and per-sample
     fields for the reward function (``env_reward``, the logged metrics, ``error``)."""
     return {
@@ -213,3 +231,28 @@ def env_reward(
             if values:
                 log_metric(f"env/{name}", float(sum(values)) / len(values))
     return [float(r) for r in env_reward]
+
+
+__all__ = [
+    "DEFAULT_ENV_KWARGS",
+    "LOG_KEYS",
+    "TRL_MAX_ACTION_TOKENS",
+    "EnvPool",
+    "EpisodePlan",
+    "EpisodeResult",
+    "Generate",
+    "HFGenerator",
+    "MaxAcrossRanks",
+    "build_env",
+    "distributed_max",
+    "env_reward",
+    "make_rollout_func",
+    "parse_task_prompt",
+    "plan_episode",
+    "read_task_spec",
+    "rollout_output",
+    "run_episodes",
+    "task_prompt",
+    "trainer_generate",
+    "trainer_lockstep",
+]

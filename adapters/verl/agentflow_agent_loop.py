@@ -4,7 +4,7 @@ Checked against verl 0.9.1 (``verl.experimental.agent_loop``). Register it with 
 YAML beside this file (``actor_rollout_ref.rollout.agent.agent_loop_config_path``, this folder
 on ``PYTHONPATH``) and select it per dataset row with ``agent_name: agentflow``; importing this
 module also registers it (``@register``). Each row names its task in a ``label`` column (a
-``TaskSpec`` JSON string, as ``adapters/openrlhf/prepare_data.py`` writes it), else in the last
+``TaskSpec`` JSON string, as ``agentflow-env labels --format verl`` writes it), else in the last
 message of its prompt. Env settings come from the ``AGENTFLOW_*`` variables
 (``agentflow_env.rollout.labels.AdapterConfig``); the tokenizer is verl's, the policy's.
 
@@ -38,19 +38,22 @@ from verl.experimental.agent_loop.agent_loop import (
     register,
 )
 
-from agentflow_env.rollout import failures
-from agentflow_env.rollout.logprob_check import LogprobSample, dump_samples
-from agentflow_env.rollout.pool import LazySharedEnvs
-from agentflow_env.rollout.token_episode import (
+from agentflow_env.rollout import (
     ABORTED,
     PROMPT_BUDGET,
+    VERL_AGENT_NAME,
+    LazySharedEnvs,
+    LogprobSample,
+    Session,
     TokenBudget,
     TokenEpisode,
+    dump_samples,
+    filler_token_id,
     run_token_episode,
+    trajectory_failure,
 )
-from agentflow_env.workflow.session import Session
 
-AGENT_NAME = "agentflow"
+AGENT_NAME = VERL_AGENT_NAME
 """The ``agent_name`` of the dataset rows this loop runs."""
 logger = logging.getLogger("agentflow_env.adapters.verl")
 shared_envs = LazySharedEnvs()  # this process's envs and settings, read on first use
@@ -101,7 +104,7 @@ class AgentFlowAgentLoop(AgentLoopBase):
         budget = TokenBudget(
             response=rollout.response_length,
             prompt=rollout.prompt_length,
-            turn=shared.config.max_turn_tokens,
+            turn=shared.config.max_action_tokens,
         )
         trajectory = request_id(kwargs, label)
         seconds = [0.0]
@@ -126,14 +129,14 @@ class AgentFlowAgentLoop(AgentLoopBase):
             new_session,
             generate,
             budget,
-            filler=failures.filler_token_id(self.tokenizer),
+            filler=filler_token_id(self.tokenizer),
             log=logger,
             label=label,
             aborted_retries=ABORTED_RETRIES,
             retry_delay=RETRY_DELAY_S,
             logprob_fill=LOGPROB_FILL if logprobs else None,
         )
-        failure = failures.trajectory_failure(episode.session, episode.error)
+        failure = trajectory_failure(episode.session, episode.error)
         if episode.end not in (ABORTED, PROMPT_BUDGET):  # not the env's doing: not counted
             shared.fail_fast.record(failure)  # raises SystemicFailure: it stops the job
         if episode.unscored and not _unscored_warned[0]:

@@ -19,20 +19,11 @@
 # (multi-node), export the same variables before `ray start` on every node.
 set -euo pipefail
 
-REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-cd "$REPO"
-
-POLICY_MODEL="${POLICY_MODEL:-Qwen/Qwen2.5-7B-Instruct}" # the planner being trained
-FROZEN_MODEL="${FROZEN_MODEL:-}"          # e.g. Qwen/Qwen2.5-7B-Instruct; empty: rule modules
-FROZEN_GPUS="${FROZEN_GPUS:-4}"           # GPUs for `vllm serve` (kept out of verl's GPUs)
-CORPUS="${CORPUS:-}"                      # corpus JSONL for the retriever server; empty: local
-GPUS_PER_NODE="${GPUS_PER_NODE:-$([ -n "$FROZEN_MODEL" ] && echo 4 || echo 8)}"
-SERVICE_HOST="${SERVICE_HOST:-127.0.0.1}"
-FROZEN_PORT="${FROZEN_PORT:-8001}"
-RETRIEVER_PORT="${RETRIEVER_PORT:-8002}"
-DATA_DIR="${DATA_DIR:-$REPO/data/verl}"
-TRAIN_FILE="${TRAIN_FILE:-$DATA_DIR/train.jsonl}"
-EVAL_FILE="${EVAL_FILE:-$DATA_DIR/test.jsonl}"
+# The shared settings (POLICY_MODEL, FROZEN_MODEL, CORPUS, GPUS_PER_NODE, ..., TRAIN_FILE),
+# start_services and write_labels: adapters/common.sh.
+TRAINER=verl
+# shellcheck source=../common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../common.sh"
 SAVE_DIR="${SAVE_DIR:-$REPO/checkpoints/flow-grpo-planner-verl}"
 # verl pads every sample to these lengths and never shortens one: the first prompt must fit
 # PROMPT_LENGTH, every action and feedback after it RESPONSE_LENGTH (an episode that runs out of
@@ -40,27 +31,13 @@ SAVE_DIR="${SAVE_DIR:-$REPO/checkpoints/flow-grpo-planner-verl}"
 PROMPT_LENGTH="${PROMPT_LENGTH:-4096}"
 RESPONSE_LENGTH="${RESPONSE_LENGTH:-8192}"
 
-# Frozen-module endpoint and retriever server: start_services (adapters/services.sh).
-# shellcheck source=../services.sh
-source "$REPO/adapters/services.sh"
-
-# 1. Prompts: AgentFlow labels (adapters/openrlhf/prepare_data.py), as verl rows.
-mkdir -p "$DATA_DIR"
-if [ ! -f "$TRAIN_FILE" ]; then
-  python adapters/openrlhf/prepare_data.py synthetic --out "$DATA_DIR/train.labels.jsonl" \
-    --split train --hops 1,2,3 --count 4000 --fresh-world
-  python adapters/verl/prepare_verl_data.py "$DATA_DIR/train.labels.jsonl" "$TRAIN_FILE"
-fi
-if [ ! -f "$EVAL_FILE" ]; then
-  python adapters/openrlhf/prepare_data.py synthetic --out "$DATA_DIR/test.labels.jsonl" \
-    --split test --hops 1,2,3 --count 200 --fresh-world --seed 1000000
-  python adapters/verl/prepare_verl_data.py "$DATA_DIR/test.labels.jsonl" "$EVAL_FILE"
-fi
+# 1. Prompts: AgentFlow labels as verl rows (`agentflow-env labels --format verl`).
+write_labels
 
 # 2. Env configuration, read by the agent loop in every worker (the tokenizer is verl's own).
 export PYTHONPATH="$REPO/adapters/verl${PYTHONPATH:+:$PYTHONPATH}"
-# AGENTFLOW_MAX_TURN_TOKENS (default 1024) caps one planner turn and is also the env's
-# max_action_tokens; set it, or max_action_tokens in AGENTFLOW_ENV_KWARGS, not two values.
+# AGENTFLOW_MAX_ACTION_TOKENS (default 1024) caps one planner turn: the env's max_action_tokens;
+# set it, or max_action_tokens in AGENTFLOW_ENV_KWARGS, not two values.
 
 # 3. The frozen-module endpoint and the retriever server, when FROZEN_MODEL / CORPUS are set.
 start_services

@@ -1,2 +1,2 @@
-"""Layer 1, leaf utilities: tokenizers, untrusted text, spaces, the loop runner, shared errors
+"""The bottom layer, leaf utilities: tokenizers, untrusted text, spaces, the loop runner, shared errors
 and JSONL helpers. Nothing here imports from the rest of the package."""

@@ -10,6 +10,7 @@ from agentflow_env.cli.check import add_check_command
 from agentflow_env.cli.check_logprobs import add_check_logprobs_command
 from agentflow_env.cli.common import Parser, UsageError
 from agentflow_env.cli.evaluate import add_eval_commands
+from agentflow_env.cli.labels import add_labels_command
 from agentflow_env.cli.retrieval import add_retrieval_commands
 from agentflow_env.cli.run import add_run_command
 from agentflow_env.cli.view import add_view_command
@@ -25,6 +26,7 @@ def build_parser() -> Parser:
     add_retrieval_commands(commands)
     add_check_command(commands)
     add_check_logprobs_command(commands)
+    add_labels_command(commands)
     add_view_command(commands)
     return parser
 

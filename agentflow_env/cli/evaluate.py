@@ -5,7 +5,6 @@ confidence intervals, a trajectory log and summary files in a fresh output folde
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import sys
@@ -25,10 +24,9 @@ from agentflow_env.cli.eval_suites import (
 from agentflow_env.cli.planners import (
     RUN_DEFAULTS,
     add_env_and_planner_arguments,
-    local_planner,
     make_env,
-    planner_endpoint,
     planner_errors,
+    planner_factory,
 )
 from agentflow_env.envs.config import settings_from_args
 from agentflow_env.envs.env import AgentFlowEnv
@@ -50,15 +48,7 @@ from agentflow_env.evaluation.output import (
 )
 from agentflow_env.evaluation.plots import INSTALL_HINT
 from agentflow_env.evaluation.runner import EvalResult, evaluate
-from agentflow_env.evaluation.session_planners import (
-    SAMPLINGS,
-    BlockingPlanner,
-    ChatPlanner,
-    ExpertSessionPlanner,
-    PlannerFactory,
-    RandomSessionPlanner,
-)
-from agentflow_env.llm.client import as_backend
+from agentflow_env.evaluation.session_planners import SAMPLINGS
 from agentflow_env.tasks.base import ListTaskSource
 from agentflow_env.workflow.turn_log import TurnLog
 
@@ -162,34 +152,6 @@ def add_eval_commands(commands: Any) -> None:
     ablate.set_defaults(handler=_ablate_command, env_settings=settings)
 
 
-def _planner_factory(args: argparse.Namespace, env: Any, shared: dict[str, Any]) -> PlannerFactory:
-    """One planner per episode; a served or local model is built once and shared."""
-    if args.planner == "expert":
-        return lambda index: ExpertSessionPlanner()
-    if args.planner == "random":
-        return lambda index: RandomSessionPlanner(args.seed, index)
-    if args.planner == "openai":
-        if "chat" not in shared:
-            sampling = SAMPLINGS[args.sampling] if args.sampling else None
-            shared["chat"] = ChatPlanner(
-                as_backend(planner_endpoint(args)),
-                temperature=args.temperature,
-                max_tokens=args.max_tokens,  # None: each session's max_action_tokens
-                sampling=sampling,
-            )
-        return lambda index: shared["chat"]
-    if args.planner.startswith("hf:"):
-        if "local" not in shared:
-            shared["local"] = BlockingPlanner(local_planner(args), asyncio.Lock())
-        cap = args.max_tokens or env.session_config.max_action_tokens
-        if cap is not None:  # this env's (an ablation's variants may differ; they run in turn)
-            shared["local"].planner.max_new_tokens = cap
-        return lambda index: shared["local"]
-    raise UsageError(
-        f"unknown --planner {args.planner!r}: choose expert, random, openai or hf:PATH"
-    )
-
-
 def _run(
     args: argparse.Namespace,
     overrides: Mapping[str, Any],
@@ -235,7 +197,7 @@ def _run(
     try:
         result = evaluate(
             env,
-            _planner_factory(args, env, shared),
+            planner_factory(args, env, shared),
             episodes=None if seeds is not None else total,
             seed=args.seed,
             seeds=seeds,

@@ -1,4 +1,6 @@
-"""Building what ``run`` and ``eval`` drive: the env from its options, and the planner."""
+"""Building what ``run`` and ``eval`` drive: the env from its options, and the planners, all of
+the one family of ``agentflow_env.rollout`` (``run`` calls them in the Gymnasium style, ``eval``
+through the planner protocol, one per episode)."""
 
 from __future__ import annotations
 
@@ -15,7 +17,9 @@ import gymnasium as gym
 from agentflow_env.cli.common import UsageError
 from agentflow_env.envs.config import add_config_arguments, settings_from_args
 from agentflow_env.envs.registration import ENV_CONFIGS, ENV_ENTRY_POINTS
+from agentflow_env.evaluation.session_planners import SAMPLINGS, PlannerFactory
 from agentflow_env.llm import LLMEndpoint, LLMError, require_aiohttp
+from agentflow_env.rollout.episodes import ObservationPlanner
 from agentflow_env.rollout.llm_planners import HFPlanner, OpenAIPlanner
 from agentflow_env.rollout.planners import ExpertPlanner, RandomPlanner
 
@@ -170,11 +174,41 @@ def local_planner(args: argparse.Namespace) -> Any:
 
 
 def env_planner(args: argparse.Namespace, env: gym.Env, endpoint: Any) -> Any:
+    """``run``'s planner, acting in ``env``'s episodes (``act(observation, info)``)."""
     if endpoint is not None:
         return OpenAIPlanner(endpoint, env, temperature=args.temperature)
     if args.planner == "random":
         return RandomPlanner(env, seed=args.seed)
     return ExpertPlanner(env)
+
+
+def planner_factory(args: argparse.Namespace, env: Any, shared: dict[str, Any]) -> PlannerFactory:
+    """``eval``'s planners, one per episode (``next_action(session)``); a served or local model
+    is built once and kept in ``shared``."""
+    if args.planner == "expert":
+        return lambda index: ExpertPlanner()
+    if args.planner == "random":
+        return lambda index: RandomPlanner(seed=[args.seed, index])
+    if args.planner == "openai":
+        if "chat" not in shared:
+            sampling = SAMPLINGS[args.sampling] if args.sampling else None
+            shared["chat"] = OpenAIPlanner(
+                planner_endpoint(args),
+                temperature=args.temperature,
+                max_tokens=args.max_tokens,  # None: each session's max_action_tokens
+                sampling=sampling,
+            )
+        return lambda index: shared["chat"]
+    if args.planner.startswith("hf:"):
+        if "local" not in shared:  # a blocking model: off the event loop, one call at a time
+            shared["local"] = ObservationPlanner(local_planner(args), in_thread=True)
+        cap = args.max_tokens or env.session_config.max_action_tokens
+        if cap is not None:  # this env's (an ablation's variants may differ; they run in turn)
+            shared["local"].planner.max_new_tokens = cap
+        return lambda index: shared["local"]
+    raise UsageError(
+        f"unknown --planner {args.planner!r}: choose expert, random, openai or hf:PATH"
+    )
 
 
 def planner_errors(planner: str) -> tuple[type[BaseException], ...]:

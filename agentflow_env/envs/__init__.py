@@ -1,4 +1,4 @@
-"""Layer 6, the Gymnasium facade: ``AgentFlowEnv`` (``env.py``), one typed config per variant
+"""The Gymnasium facade: ``AgentFlowEnv`` (``env.py``), one typed config per variant
 (``config/``: ``SearchEnvConfig``, ``CodeEnvConfig``), the ``AgentFlow-Code-v0`` builder
 (``code.py``), the ``Curriculum`` wrapper (``curriculum.py``), text rendering (``render.py``)
 and the env ids (``registration.py``)."""

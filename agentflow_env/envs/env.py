@@ -27,13 +27,13 @@ from agentflow_env.tasks.base import Task, TaskSource
 from agentflow_env.tools.registry import ToolSet
 from agentflow_env.workflow.action_input import MAX_TOKEN_ID
 from agentflow_env.workflow.agentflow_source import AgentFlowWording, source_label
-from agentflow_env.workflow.observations import ObservationMode, PromptEncoder, make_observations
-from agentflow_env.workflow.rewards import RewardConfig
-from agentflow_env.workflow.session import (
-    EpisodeOverError,
-    Session,
-    SessionConfig,
+from agentflow_env.workflow.config import SessionConfig
+from agentflow_env.workflow.observations import (
+    ObservationStrategy,
+    PromptEncoder,
+    make_observations,
 )
+from agentflow_env.workflow.session import EpisodeOverError, Session
 from agentflow_env.workflow.trajectory import Trajectory
 from agentflow_env.workflow.turn_log import TurnLog
 
@@ -125,29 +125,8 @@ class AgentFlowEnv(gym.Env[dict[str, Any], PlannerInput]):
             judge = LLMJudge(LLMEndpoint.from_env("judge"))
         self.tokenizer: ChatTokenizer = resolve_tokenizer(config.tokenizer)
         self.prompt_encoder = PromptEncoder(self.tokenizer)
-        self.session_config = SessionConfig(
-            max_turns=config.max_turns,
-            reward=RewardConfig(
-                config.reward,
-                config.lambda_calls,
-                config.lambda_tokens,
-                config.lambda_errors,
-                shaping=config.reward_shaping,
-                shaping_weight=config.shaping_weight,
-            ),
-            tool_timeout_s=config.tool_timeout_s,
-            max_tool_output_chars=config.max_tool_output_chars,
-            prompt_style=config.prompt_style,
-            show_sub_questions=config.show_sub_questions,
-            verify_invalid_turns=config.verify_invalid_turns,
-            termination=config.termination,
-            agentflow_wording=self.agentflow_wording,
-            time_limit_s=config.time_limit_s,
-            observation_mode=config.observation_mode,
-            max_action_tokens=config.max_action_tokens,
-            max_prompt_tokens=config.max_prompt_tokens,
-            max_total_tokens=config.max_total_tokens,
-            judge=judge,
+        self.session_config = SessionConfig.from_settings(
+            config, judge=judge, agentflow_wording=self.agentflow_wording
         )
         self.observation_space = self.observations.observation_space(self.tokenizer.vocab_size)
         self.action_space = self.planner_action_space()
@@ -255,7 +234,7 @@ class AgentFlowEnv(gym.Env[dict[str, Any], PlannerInput]):
         )
 
     @property
-    def observations(self) -> ObservationMode:
+    def observations(self) -> ObservationStrategy:
         """How this env's prompts evolve: the strategy its ``observation_mode`` names."""
         return make_observations(self.session_config.observation_mode, self.prompt_encoder)
 

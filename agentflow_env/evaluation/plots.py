@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from agentflow_env.evaluation.viewer.text import shorten_text
+from agentflow_env.evaluation.text import shorten_text
 
 __all__ = [
     "INSTALL_HINT",

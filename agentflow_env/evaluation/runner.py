@@ -5,6 +5,7 @@ sessions share the env's tools, modules and LLM clients), each with its own plan
 factory. Episode ``i`` runs the task a ``reset(seed=seed + i)`` would draw (a
 ``reset(seed=seeds[i])`` when ``seeds`` are given, e.g. an evaluation suite's), or, for a dataset
 (a fixed task list), its ``i``-th record. Every turn goes to the trajectory log as it happens.
+Each episode is ``agentflow_env.rollout.episodes.play_episode`` on its session.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from gymnasium.utils import seeding
 from agentflow_env.envs.env import AgentFlowEnv
 from agentflow_env.evaluation.metrics import summarize_diagnostics
 from agentflow_env.evaluation.session_planners import PlannerFactory
+from agentflow_env.rollout.episodes import as_planner, play_episode
 from agentflow_env.tasks.base import ListTaskSource, Task
 from agentflow_env.workflow.turn_log import TurnLog
 
@@ -68,10 +70,9 @@ async def _run_one(
         log=log,
         run=run,
     )
-    planner = planner_factory(index)
+    planner = as_planner(planner_factory(index))
     await session.start()
-    while not session.done:
-        await session.step(await planner.act(session))
+    await play_episode(session, planner)
     outcome = session.outcome
     assert outcome is not None  # the loop ran until the session was done
     return {
@@ -102,6 +103,10 @@ async def evaluate_async(
     indices: Collection[int] | None = None,
 ) -> EvalResult:
     """Run ``episodes`` episodes, ``concurrency`` at a time; rows come back in episode order.
+
+    ``planner_factory(i)`` is episode ``i``'s planner: a ``Planner`` (``await
+    next_action(session)``), or one with an ``act`` that ``ObservationPlanner`` adapts (the
+    Gymnasium calling style, or an ``async act(session)``).
 
     Episode ``i`` has seed ``seed + i``, or ``seeds[i]`` when ``seeds`` are given (then
     ``episodes`` is their number, or left out). ``indices`` runs only those episodes, exactly as

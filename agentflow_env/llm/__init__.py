@@ -1,7 +1,7 @@
 """LLM backends: an async OpenAI-compatible client, the judge and its prompt, an optional vLLM
 engine (``agentflow_env.llm.vllm_engine``, imported on demand).
 
-Layer 3: uses only ``agentflow_env.base``. Calling a model needs ``aiohttp`` (the ``llm`` extra),
+Uses only ``agentflow_env.base`` (the ``llm-on-base`` contract in ``pyproject.toml``). Calling a model needs ``aiohttp`` (the ``llm`` extra),
 imported when the first client is made. The prompts of the LLM-backed frozen modules live with
 those modules, in ``agentflow_env.modules.prompts``.
 """

@@ -2,7 +2,7 @@
 
 The expert planner (``planners.ExpertPlanner``) follows each task's gold plan; any other
 demonstrator (``demonstration_episode``; the probes' random ones, ``rollout.probes``) is recorded
-the same way. Its actions are given to the environment as token ids ending with the end-of-turn
+the same way, as a planner in the one episode loop (``episodes.play_episode``). Its actions are given to the environment as token ids ending with the end-of-turn
 token, exactly as a model would emit them, so every exported record holds the prompt the
 planner saw and the completion it should produce:
 
@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from agentflow_env.envs.env import AgentFlowEnv
+from agentflow_env.rollout.episodes import Stepped, play_episode_sync
 from agentflow_env.rollout.planners import ExpertPlanner
 from agentflow_env.workflow.prompts import step_feedback
 from agentflow_env.workflow.session import Session
@@ -94,10 +95,12 @@ def demonstration_episode(
     tokenizer = env.tokenizer
     eos_text = tokenizer.decode([tokenizer.eos_token_id])
     observation, info = env.reset(seed=seed)
-    messages = [dict(m) for m in _session(env).messages()]
+    session = _session(env)
+    messages = [dict(m) for m in session.messages()]
     turns: list[DemoTurn] = []
-    while True:
-        text = act(env)
+
+    async def step(text: str) -> Stepped:
+        nonlocal observation, info
         ids = tokenizer.encode(text) + [tokenizer.eos_token_id]
         turns.append(
             DemoTurn(
@@ -108,18 +111,26 @@ def demonstration_episode(
             )
         )
         messages.append({"role": "assistant", "content": text})
-        observation, _, terminated, truncated, info = env.step(ids)  # ids, as a model emits
-        if terminated or truncated:
-            break
-        session = _session(env)
-        config = env.session_config
-        messages.append(
-            {
-                "role": "user",
-                "content": step_feedback(session.memory, session.turn + 1, config.max_turns),
-            }
-        )
+        observation, reward, terminated, truncated, info = env.step(ids)  # ids, as a model emits
+        if not (terminated or truncated):
+            config = env.session_config
+            feedback = step_feedback(session.memory, session.turn + 1, config.max_turns)
+            messages.append({"role": "user", "content": feedback})
+        return observation, reward, terminated, truncated, info
+
+    play_episode_sync(session, _Demonstrator(env, act), step)
     return DemoEpisode(seed, info["question"], bool(info["success"]), turns, messages)
+
+
+class _Demonstrator:
+    """A demonstrator ``act(env)`` as a planner of ``env``'s episode."""
+
+    def __init__(self, env: AgentFlowEnv, act: Callable[[AgentFlowEnv], str]) -> None:
+        self.env = env
+        self.demonstrator = act
+
+    async def next_action(self, session: Session) -> str:
+        return self.demonstrator(self.env)
 
 
 def expert_demonstrations(

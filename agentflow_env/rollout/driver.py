@@ -13,9 +13,7 @@ largest live count, and every rank pads its batch to it.
 
 from __future__ import annotations
 
-import copy
 import logging
-import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -24,8 +22,16 @@ from typing import Any
 from agentflow_env.envs.env import AgentFlowEnv
 from agentflow_env.rollout.failures import filler_token_id, trajectory_failure
 from agentflow_env.rollout.labels import EpisodePlan, plan_episode
+from agentflow_env.rollout.lockstep import MaxAcrossRanks, distributed_max
 from agentflow_env.rollout.pool import EnvPool
 from agentflow_env.rollout.spec import DEFAULT_ENV_ID, TaskSpecError
+from agentflow_env.rollout.vllm_outputs import (  # the readers' old home: names kept
+    action_logprobs,
+    capped_params,
+    read_request_output,
+    sampled_logprob,
+)
+from agentflow_env.workflow.action_input import DEFAULT_MAX_ACTION_TOKENS
 
 logger = logging.getLogger("agentflow_env.rollout")
 
@@ -36,83 +42,12 @@ Generate = Callable[
 """``generate(prompt_ids_batch, max_new_tokens) -> (completion ids, log-probs)``; the log-probs
 may be ``None`` (none at all), or hold ``None`` per sequence or per token (unknown)."""
 
-MaxAcrossRanks = Callable[[int], int]
-"""``max_across_ranks(local_value) -> the maximum over all ranks``: a collective every rank calls."""
-
 _POOL = EnvPool()
 
 
 def default_pool() -> EnvPool:
     """The process's pool for ``run_episodes`` calls that name none."""
     return _POOL
-
-
-def distributed_max(group: Any = None) -> MaxAcrossRanks:
-    """``MaxAcrossRanks`` over a ``torch.distributed`` process group (the default group if
-    ``None``), for use without a trainer."""
-    import torch
-    import torch.distributed as dist
-
-    def max_across_ranks(value: int) -> int:
-        device = torch.device("cpu")
-        if dist.get_backend(group) == "nccl":
-            device = torch.device("cuda", torch.cuda.current_device())
-        tensor = torch.tensor([int(value)], dtype=torch.long, device=device)
-        dist.all_reduce(tensor, op=dist.ReduceOp.MAX, group=group)
-        return int(tensor.item())
-
-    return max_across_ranks
-
-
-# -- log-probs as generators report them -------------------------------------------------------
-def sampled_logprob(value: Any) -> float:
-    """One token's log-prob as a float, NaN if unknown; vLLM gives ``[sampled, top-k...]``."""
-    if isinstance(value, list | tuple):
-        value = value[0] if value else None
-    if value is None:
-        return math.nan
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return math.nan
-
-
-def action_logprobs(logprobs: Any, length: int) -> list[float]:
-    """``length`` log-probs for an action: NaN where unknown, all NaN if missing or misaligned."""
-    if logprobs is None:
-        return [math.nan] * length
-    values = [sampled_logprob(x) for x in logprobs]
-    return values if len(values) == length else [math.nan] * length
-
-
-def capped_params(sampling_params: Any, cap: int) -> Any:
-    """A copy of vLLM ``SamplingParams`` whose ``max_tokens`` is at most ``cap`` (the caller's
-    object, which a group of trajectories may share, is never changed)."""
-    params = copy.deepcopy(sampling_params)
-    if params.max_tokens is None or params.max_tokens > cap:
-        params.max_tokens = cap
-    return params
-
-
-def read_request_output(output: Any) -> tuple[list[int], list[float] | None, str | None]:
-    """The sampled ids, their log-probs (``None`` if not all readable) and the finish reason of
-    a vLLM ``RequestOutput``. Raises ``ValueError`` when ``outputs[0].token_ids`` is unreadable."""
-    try:
-        sampled = output.outputs[0]
-        ids = [int(i) for i in sampled.token_ids]
-    except (AttributeError, IndexError, KeyError, TypeError, ValueError) as exc:
-        raise ValueError(
-            "the rollout engine's output has no readable outputs[0].token_ids "
-            f"({type(exc).__name__}: {exc}); the adapter needs the sampled ids"
-        ) from exc
-    logprobs: list[float] | None = None
-    per_token = getattr(sampled, "logprobs", None)
-    if per_token:
-        try:
-            logprobs = [float(d[t].logprob) for d, t in zip(per_token, ids, strict=True)]
-        except (AttributeError, KeyError, TypeError, ValueError):
-            logprobs = None
-    return ids, logprobs, getattr(sampled, "finish_reason", None)
 
 
 # -- episodes ----------------------------------------------------------------------------------
@@ -188,7 +123,7 @@ def run_episodes(
     generate: Generate,
     tokenizer: Any,
     *,
-    max_action_tokens: int = 48,
+    max_action_tokens: int = DEFAULT_MAX_ACTION_TOKENS,
     pool: EnvPool | None = None,
     env_id: str = DEFAULT_ENV_ID,
     env_kwargs: Mapping[str, Any] | None = None,

@@ -5,7 +5,9 @@ its JSON string, the parsed object, or a chat conversation whose last message ho
 these (``read_task_spec``). ``plan_episode`` turns a label into an ``EpisodePlan``: the env id,
 the env kwargs (layered beneath the label's own) and a key naming that env, which is how the
 ``EnvPool`` shares envs. ``AdapterConfig`` reads the ``AGENTFLOW_*`` environment variables an
-adapter built without arguments (OpenRLHF's ``AgentExecutor()``) is configured by.
+adapter built without arguments (OpenRLHF's ``AgentExecutor()``) is configured by, among them
+the per-action token cap ``max_action_tokens`` (``AGENTFLOW_MAX_ACTION_TOKENS``; the older name
+``max_turn_tokens`` / ``AGENTFLOW_MAX_TURN_TOKENS`` still works, with a warning).
 
 Every adapter runs envs in flat observation mode with the policy's tokenizer, so a label or a
 setting may not change ``observation_mode`` or ``tokenizer`` (``check_adapter_kwargs``).
@@ -16,15 +18,22 @@ from __future__ import annotations
 import json
 import numbers
 import os
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentflow_env.rollout.fail_fast import DEFAULT_FAIL_FAST, fail_fast_limit
 from agentflow_env.rollout.spec import DEFAULT_ENV_ID, TaskSpec, TaskSpecError, env_kwargs_from_json
 
-DEFAULT_MAX_TURN_TOKENS = 1024
-"""The per-turn token cap when ``AGENTFLOW_MAX_TURN_TOKENS`` and the env kwargs name none."""
+ADAPTER_MAX_ACTION_TOKENS = 1024
+"""The per-action token cap an adapter gives every env (its ``max_action_tokens``, where the
+trainer's engine stops a planner turn) when ``AGENTFLOW_MAX_ACTION_TOKENS`` and the env kwargs
+name none; below the env's own default (the session's ``DEFAULT_MAX_ACTION_TOKENS``)."""
+CAP_VARIABLE = "AGENTFLOW_MAX_ACTION_TOKENS"
+"""The environment variable naming the per-action token cap."""
+DEPRECATED_CAP_VARIABLE = "AGENTFLOW_MAX_TURN_TOKENS"
+"""The cap's former variable: still read, with a ``FutureWarning``."""
 ADAPTER_KWARGS: Mapping[str, Any] = {"observation_mode": "flat", "tokenizer": None}
 """Env kwargs an adapter sets itself; a label or a setting may only repeat these values."""
 
@@ -158,25 +167,64 @@ def _is_seed_pair(label: Any) -> bool:
 
 
 # -- settings from the environment -------------------------------------------------------------
-@dataclass(frozen=True)
+def _deprecated(old: str, new: str) -> None:
+    """Warn the caller's caller that ``old`` is ``new``'s former name."""
+    warnings.warn(f"{old} is deprecated: use {new}", DeprecationWarning, stacklevel=3)
+
+
+@dataclass(frozen=True, init=False)
 class AdapterConfig:
     """An adapter's settings: the env id for labels that name none, JSON env kwargs beneath
     every label's, the policy's tokenizer (a path or cached hub name; ``None``: the bundled one)
-    and the per-turn token cap, which is also every env's ``max_action_tokens``."""
+    and the per-action token cap, which is also every env's ``max_action_tokens``
+    (``max_turn_tokens``, its former name, is still accepted and read, with a warning)."""
 
     env_id: str = DEFAULT_ENV_ID
     env_kwargs: Mapping[str, Any] = field(default_factory=dict)
     tokenizer: str | None = None
-    max_turn_tokens: int = DEFAULT_MAX_TURN_TOKENS
+    max_action_tokens: int = ADAPTER_MAX_ACTION_TOKENS
     fail_fast: int = DEFAULT_FAIL_FAST
     """How many trajectories in a row failing the same way at a process's start stop the run
     (``agentflow_env.rollout.fail_fast``; 0: never)."""
 
+    def __init__(
+        self,
+        env_id: str = DEFAULT_ENV_ID,
+        env_kwargs: Mapping[str, Any] | None = None,
+        tokenizer: str | None = None,
+        max_action_tokens: int | None = None,
+        fail_fast: int = DEFAULT_FAIL_FAST,
+        *,
+        max_turn_tokens: int | None = None,
+    ) -> None:
+        if max_turn_tokens is not None:
+            _deprecated("AdapterConfig(max_turn_tokens=...)", "max_action_tokens")
+            if max_action_tokens is not None and max_action_tokens != max_turn_tokens:
+                raise ValueError(
+                    f"max_action_tokens={max_action_tokens} but max_turn_tokens="
+                    f"{max_turn_tokens}: they are one setting (max_turn_tokens is its old name)"
+                )
+            max_action_tokens = max_turn_tokens
+        if max_action_tokens is None:
+            max_action_tokens = ADAPTER_MAX_ACTION_TOKENS
+        object.__setattr__(self, "env_id", env_id)
+        object.__setattr__(self, "env_kwargs", {} if env_kwargs is None else env_kwargs)
+        object.__setattr__(self, "tokenizer", tokenizer)
+        object.__setattr__(self, "max_action_tokens", max_action_tokens)
+        object.__setattr__(self, "fail_fast", fail_fast)
+
+    @property
+    def max_turn_tokens(self) -> int:
+        """Deprecated: ``max_action_tokens``."""
+        _deprecated("AdapterConfig.max_turn_tokens", "max_action_tokens")
+        return self.max_action_tokens
+
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] = os.environ) -> AdapterConfig:
         """Read and check ``AGENTFLOW_ENV_ID``, ``AGENTFLOW_ENV_KWARGS``, ``AGENTFLOW_TOKENIZER``,
-        ``AGENTFLOW_MAX_TURN_TOKENS`` and ``AGENTFLOW_FAIL_FAST``. ``env_kwargs`` always holds ``max_action_tokens``
-        equal to ``max_turn_tokens``; a cap set in both variables must agree."""
+        ``AGENTFLOW_MAX_ACTION_TOKENS`` (or the deprecated ``AGENTFLOW_MAX_TURN_TOKENS``) and
+        ``AGENTFLOW_FAIL_FAST``. ``env_kwargs`` always holds ``max_action_tokens``, equal to the
+        config's; a cap set in two places must agree."""
         raw = environ.get("AGENTFLOW_ENV_KWARGS", "").strip() or "{}"
         try:
             kwargs = json.loads(raw)
@@ -187,26 +235,25 @@ class AdapterConfig:
         if not isinstance(kwargs, dict):
             raise ValueError(f"AGENTFLOW_ENV_KWARGS must be a JSON object, got {raw!r:.120}")
         check_adapter_kwargs(kwargs, "AGENTFLOW_ENV_KWARGS")
-        raw_cap = environ.get("AGENTFLOW_MAX_TURN_TOKENS", "").strip()
-        cap = positive_int(raw_cap, "AGENTFLOW_MAX_TURN_TOKENS") if raw_cap else None
+        cap, cap_variable = _cap_from_environ(environ)
         if "max_action_tokens" in kwargs:
             env_cap = positive_int(
                 kwargs["max_action_tokens"], "max_action_tokens in AGENTFLOW_ENV_KWARGS"
             )
             if cap is not None and cap != env_cap:
                 raise ValueError(
-                    f"AGENTFLOW_MAX_TURN_TOKENS={cap} but AGENTFLOW_ENV_KWARGS sets "
+                    f"{cap_variable}={cap} but AGENTFLOW_ENV_KWARGS sets "
                     f"max_action_tokens={env_cap}: the env must cut an action exactly where the "
                     "engine stops it, or the two token sequences part. Set one of them (or both "
                     "to the same value)."
                 )
             cap = env_cap
-        cap = cap or DEFAULT_MAX_TURN_TOKENS
+        cap = cap or ADAPTER_MAX_ACTION_TOKENS
         return cls(
             env_id=environ.get("AGENTFLOW_ENV_ID", "").strip() or DEFAULT_ENV_ID,
             env_kwargs={**kwargs, "max_action_tokens": cap},
             tokenizer=environ.get("AGENTFLOW_TOKENIZER", "").strip() or None,
-            max_turn_tokens=cap,
+            max_action_tokens=cap,
             fail_fast=fail_fast_limit(environ),
         )
 
@@ -219,9 +266,51 @@ class AdapterConfig:
         return plan
 
 
+def _cap_from_environ(environ: Mapping[str, str]) -> tuple[int | None, str]:
+    """The per-action cap the environment sets (``None``: none) and the variable that set it:
+    ``AGENTFLOW_MAX_ACTION_TOKENS``, else the deprecated ``AGENTFLOW_MAX_TURN_TOKENS`` (a
+    ``FutureWarning``); both set must agree."""
+    caps: dict[str, int] = {}
+    for name in (CAP_VARIABLE, DEPRECATED_CAP_VARIABLE):
+        raw = environ.get(name, "").strip()
+        if raw:
+            caps[name] = positive_int(raw, name)
+    if DEPRECATED_CAP_VARIABLE in caps:
+        warnings.warn(
+            f"{DEPRECATED_CAP_VARIABLE} is deprecated: set {CAP_VARIABLE} instead (the same "
+            "setting, the env's max_action_tokens)",
+            FutureWarning,
+            stacklevel=3,
+        )
+    if len(set(caps.values())) > 1:
+        raise ValueError(
+            f"{CAP_VARIABLE}={caps[CAP_VARIABLE]} but {DEPRECATED_CAP_VARIABLE}="
+            f"{caps[DEPRECATED_CAP_VARIABLE]}: they are one setting ({DEPRECATED_CAP_VARIABLE} "
+            f"is its old name); set {CAP_VARIABLE} only."
+        )
+    if not caps:
+        return None, CAP_VARIABLE
+    name = CAP_VARIABLE if CAP_VARIABLE in caps else DEPRECATED_CAP_VARIABLE
+    return caps[name], name
+
+
+if TYPE_CHECKING:
+    DEFAULT_MAX_TURN_TOKENS: int
+    """Deprecated: ``ADAPTER_MAX_ACTION_TOKENS``."""
+else:
+
+    def __getattr__(name: str) -> Any:
+        if name == "DEFAULT_MAX_TURN_TOKENS":
+            _deprecated(f"{__name__}.DEFAULT_MAX_TURN_TOKENS", "ADAPTER_MAX_ACTION_TOKENS")
+            return ADAPTER_MAX_ACTION_TOKENS
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
     "ADAPTER_KWARGS",
-    "DEFAULT_MAX_TURN_TOKENS",
+    "ADAPTER_MAX_ACTION_TOKENS",
+    "CAP_VARIABLE",
+    "DEPRECATED_CAP_VARIABLE",
     "AdapterConfig",
     "EpisodePlan",
     "check_adapter_kwargs",

@@ -1,26 +1,40 @@
 """Model-backed planners for evaluation and inference.
 
-``OpenAIPlanner`` asks any OpenAI-compatible endpoint for the next action text; ``HFPlanner``
-generates with a local ``transformers`` causal LM straight from the observation's token ids and
-returns the generated ids (with their log-probs, as ``agentflow_env.rollout.hf_generation``
-defines them), so the env records them verbatim. Both expose
-``act(observation, info)`` like the scripted planners; ``OpenAIPlanner`` also has ``aact`` for
-many sessions on one event loop.
+``OpenAIPlanner`` asks any OpenAI-compatible endpoint (or chat backend) for the next action
+text; it follows the planner protocol (``await next_action(session)``: many sessions on one
+event loop, sharing one client) and keeps the Gymnasium calling style, ``act(observation,
+info)`` (with ``aact``, its coroutine). ``HFPlanner`` generates with a local ``transformers``
+causal LM straight from the observation's token ids and returns the generated ids (with their
+log-probs, as ``agentflow_env.rollout.hf_generation`` defines them), so the env records them
+verbatim; it acts in the Gymnasium calling style only, which
+``agentflow_env.rollout.episodes.ObservationPlanner`` adapts to the protocol.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from agentflow_env.base.loop_runner import LoopRunner
 from agentflow_env.llm.client import ChatBackend, LLMEndpoint, as_backend
 from agentflow_env.rollout.hf_generation import hf_generate
+from agentflow_env.workflow.session import Session
 
-__all__ = ["HFPlanner", "OpenAIPlanner", "messages_from_observation"]
+__all__ = [
+    "HFPlanner",
+    "OpenAIPlanner",
+    "Sampling",
+    "messages_from_observation",
+    "session_messages",
+]
 
 _CHATML_MESSAGE = re.compile(r"<\|im_start\|>(\w+)\n(.*?)<\|im_end\|>", re.DOTALL)
+
+
+def _chatml_messages(text: str) -> list[dict[str, str]]:
+    return [{"role": r, "content": c} for r, c in _CHATML_MESSAGE.findall(text)]
 
 
 def messages_from_observation(observation: Any, env: Any = None) -> list[dict[str, str]]:
@@ -31,7 +45,7 @@ def messages_from_observation(observation: Any, env: Any = None) -> list[dict[st
     current session renders them, and without an env the whole text becomes one user message.
     """
     text = observation.get("text", "") if isinstance(observation, Mapping) else str(observation)
-    messages = [{"role": r, "content": c} for r, c in _CHATML_MESSAGE.findall(text)]
+    messages = _chatml_messages(text)
     if messages:
         return messages
     session = getattr(getattr(env, "unwrapped", env), "session", None)
@@ -40,13 +54,37 @@ def messages_from_observation(observation: Any, env: Any = None) -> list[dict[st
     return [{"role": "user", "content": text}]
 
 
+def session_messages(session: Session) -> list[dict[str, str]]:
+    """The chat messages behind ``session``'s current prompt: its ChatML text split back into
+    messages, else the messages the session renders."""
+    observation = session.observation
+    messages = _chatml_messages(observation.text if observation is not None else "")
+    return messages or list(session.messages())
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """How a served planner samples; ``None`` leaves a parameter to the endpoint or server."""
+
+    temperature: float | None = None
+    top_p: float | None = None
+    frequency_penalty: float | None = None
+    presence_penalty: float | None = None
+
+
 class OpenAIPlanner:
     """The planner as a chat model behind an OpenAI-compatible endpoint.
 
     Args:
-        backend: an ``LLMEndpoint`` (or any chat backend, e.g. ``VLLMEngine``).
-        env: optional; used to read messages when the observation is not ChatML text.
-        temperature, max_tokens: override the endpoint's sampling defaults for planner turns.
+        backend: an ``LLMEndpoint`` (or any chat backend, e.g. ``VLLMEngine``), shared by all
+            the episodes it acts in.
+        env: optional; used to read messages when the observation is not ChatML text
+            (``act``).
+        temperature: override the endpoint's sampling temperature for planner turns.
+        max_tokens: the longest reply; for ``next_action``, ``None`` means the session's
+            ``max_action_tokens`` (where the env cuts an action anyway, so a comparison with
+            another setup is not skewed by a shorter cap), and for ``act`` the endpoint's own.
+        sampling: the request's sampling as a whole (in place of ``temperature``).
     """
 
     def __init__(
@@ -56,21 +94,35 @@ class OpenAIPlanner:
         *,
         temperature: float | None = None,
         max_tokens: int | None = 512,
+        sampling: Sampling | None = None,
     ) -> None:
+        if sampling is not None and temperature is not None:
+            raise ValueError("give temperature or sampling, not both")
         self.backend = as_backend(backend)
         self.env = env
-        self.temperature = temperature
+        self.sampling = sampling or Sampling(temperature=temperature)
         self.max_tokens = max_tokens
         self._runner: LoopRunner | None = None
 
+    @property
+    def temperature(self) -> float | None:
+        return self.sampling.temperature
+
+    @temperature.setter
+    def temperature(self, value: float | None) -> None:
+        self.sampling = replace(self.sampling, temperature=value)
+
+    def reply_cap(self, session: Session) -> int | None:
+        """``next_action``'s ``max_tokens``: the planner's own, else the session's action cap."""
+        return self.max_tokens if self.max_tokens is not None else session.config.max_action_tokens
+
+    async def next_action(self, session: Session) -> str:
+        """The next action text for ``session`` (a cut-off reply is returned as is)."""
+        return await self._reply(session_messages(session), self.reply_cap(session))
+
     async def aact(self, observation: Any, info: Mapping[str, Any] | None = None) -> str:
         """The next action text (a cut-off reply is returned as is; the env flags what it can't parse)."""
-        reply = await self.backend.chat(
-            messages_from_observation(observation, self.env),
-            temperature=self.temperature,
-            max_tokens=self.max_tokens,
-        )
-        return reply.text
+        return await self._reply(messages_from_observation(observation, self.env), self.max_tokens)
 
     def act(self, observation: Any, info: Mapping[str, Any] | None = None) -> str:
         if self._runner is None:
@@ -81,6 +133,21 @@ class OpenAIPlanner:
         if self._runner is not None:
             self._runner.close()
             self._runner = None
+
+    async def _reply(self, messages: list[dict[str, str]], max_tokens: int | None) -> str:
+        sampling = self.sampling
+        given: dict[str, Any] = {
+            "top_p": sampling.top_p,
+            "frequency_penalty": sampling.frequency_penalty,
+            "presence_penalty": sampling.presence_penalty,
+        }  # sent only when set, as a chat backend reads None
+        reply = await self.backend.chat(
+            messages,
+            temperature=sampling.temperature,
+            max_tokens=max_tokens,
+            **{key: value for key, value in given.items() if value is not None},
+        )
+        return reply.text
 
 
 class HFPlanner:

@@ -1,9 +1,11 @@
 """Scripted planners: an expert that follows the task's gold plan, and a random baseline.
 
-Both expose ``act(observation, info) -> str`` and work on the env that ``gym.make`` returns.
-Where the planner may finish (``termination`` "planner" or "both"), the expert ends the episode
-with the finish action once it has done every gold step, answering what the task's evidence
-reader reads out of the memory.
+Both follow the planner protocol (``await planner.next_action(session)``, any session: many
+episodes on one event loop) and keep the Gymnasium calling style, ``act(observation, info)``, on
+the current episode of the env they were given (the env that ``gym.make`` returns, wrappers and
+all). Where the planner may finish (``termination`` "planner" or "both"), the expert ends the
+episode with the finish action once it has done every gold step, answering what the task's
+evidence reader reads out of the memory.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from agentflow_env.envs.env import unwrap_agentflow
+from agentflow_env.envs.env import AgentFlowEnv, unwrap_agentflow
 from agentflow_env.retrieval.corpus import Corpus
 from agentflow_env.tasks.base import Task
 from agentflow_env.tasks.oracle import evidence_reader
@@ -74,27 +76,53 @@ def random_action(rng: np.random.Generator, tool_names: Sequence[str], task: Tas
 
 
 class ExpertPlanner:
-    """Follows the current task's gold plan (privileged: for tests, demos and demonstrations)."""
+    """Follows the task's gold plan (privileged: for tests, demos and demonstrations).
 
-    def __init__(self, env: gym.Env):
-        self.env = unwrap_agentflow(env)
+    ``next_action(session)`` acts in any session; ``act(observation, info)`` acts in the current
+    episode of ``env`` (required for it).
+    """
+
+    def __init__(self, env: gym.Env | None = None):
+        self.env = None if env is None else unwrap_agentflow(env)
+
+    async def next_action(self, session: Session) -> str:
+        return expert_session_action(session)
 
     def act(self, observation: Any = None, info: dict[str, Any] | None = None) -> str:
-        task = self.env.task  # ResetNeeded before the first reset()
-        session = self.env.session
+        env = _bound(self.env, "ExpertPlanner")
+        task = env.task  # ResetNeeded before the first reset()
+        session = env.session
         assert session is not None and session.task is task  # a task means a session
         return expert_session_action(session)
 
 
 class RandomPlanner:
-    """An untrained baseline: a random tool (sometimes a made-up one) with random corpus words."""
+    """An untrained baseline: a random tool (sometimes a made-up one) with random corpus words.
 
-    def __init__(self, env: gym.Env, seed: int | None = None):
-        self.env = unwrap_agentflow(env)
+    ``seed`` seeds its generator (an int, or e.g. ``[seed, episode_index]`` for one planner per
+    episode). ``next_action(session)`` acts in any session; ``act(observation, info)`` acts in
+    the current episode of ``env`` (required for it).
+    """
+
+    def __init__(self, env: gym.Env | None = None, seed: int | Sequence[int] | None = None):
+        self.env = None if env is None else unwrap_agentflow(env)
         self.rng = np.random.default_rng(seed)
 
+    async def next_action(self, session: Session) -> str:
+        return random_action(self.rng, session.tools.names, session.task)
+
     def act(self, observation: Any = None, info: dict[str, Any] | None = None) -> str:
-        return random_action(self.rng, self.env.tools.names, self.env.task)
+        env = _bound(self.env, "RandomPlanner")
+        return random_action(self.rng, env.tools.names, env.task)
+
+
+def _bound(env: AgentFlowEnv | None, planner: str) -> AgentFlowEnv:
+    if env is None:
+        raise TypeError(
+            f"{planner} was built without an env, so act(observation, info) has no episode to "
+            f"act in: build it with the env, or await next_action(session)"
+        )
+    return env
 
 
 _VOCABULARIES: dict[str, tuple[str, ...]] = {}

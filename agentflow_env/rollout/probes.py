@@ -107,7 +107,7 @@ def probe_specs(
     env_kwargs: Mapping[str, Any] | None = None,
 ) -> Iterator[tuple[TaskSpec, Task]]:
     """``count`` labels of ``probe``'s tasks (episode seeds ``seed, seed + 1, ...`` of
-    ``split``), each with its task: the rows ``adapters/openrlhf/prepare_data.py probe``
+    ``split``), each with its task: the rows ``agentflow-env labels probe``
     writes. ``env_kwargs`` (JSON) go into every label beside the split. Each label pins the
     probe's turn limit (its default unless ``env_kwargs`` set one): a label's kwargs win over
     an adapter's (the launch scripts' ``AGENTFLOW_ENV_KWARGS`` default is 10 turns)."""

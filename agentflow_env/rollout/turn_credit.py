@@ -1,5 +1,5 @@
 """Turn-level credit for a batch of driver results: group them by task, compute each turn's
-advantage (``agentflow_env.workflow.credit``) and spread it over the flat sample's tokens.
+advantage (``agentflow_env.rollout.group_credit``) and spread it over the flat sample's tokens.
 
 A trainer that takes per-token advantages (TRL through ``adapters/trl/turn_credit.py``) uses
 these instead of broadcasting one group-normalised reward to every token.
@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentflow_env.rollout.driver import EpisodeResult
-from agentflow_env.workflow.credit import (
+from agentflow_env.rollout.group_credit import (
     CreditMethod,
     TrajectoryCredit,
     flat_token_advantages,

@@ -22,9 +22,12 @@ from agentflow_env.base.untrusted import PlainText, repair_surrogates
 
 MAX_TOKEN_ID = 2**31 - 1
 """Largest id kept verbatim; anything else is not a token id at all (negative, huge, not finite)."""
+DEFAULT_MAX_ACTION_TOKENS = 2048
+"""Safe default cap on one planner action (a policy exploring can emit megabytes): the
+``max_action_tokens`` setting's default."""
 MAX_CHARS_PER_TOKEN = 32
-"""A text action is cut to ``max_tokens * MAX_CHARS_PER_TOKEN`` characters before encoding, so a
-huge string costs what its cap allows, not its length."""
+"""A text action is cut to ``max_action_tokens * MAX_CHARS_PER_TOKEN`` characters before
+encoding, so a huge string costs what its cap allows, not its length."""
 
 
 @dataclass
@@ -42,7 +45,7 @@ class ActionInput:
 def read_action(
     action: Any,
     tokenizer: ChatTokenizer,
-    max_tokens: int | None,
+    max_action_tokens: int | None,
     logprobs: Any = None,
     plain: PlainText | None = None,
 ) -> ActionInput:
@@ -56,7 +59,7 @@ def read_action(
         if isinstance(action, Mapping):
             logprobs = action.get("logprobs", logprobs)
             action = action.get("token_ids", action.get("text"))
-        read = _read_body(action, tokenizer, max_tokens, plain)
+        read = _read_body(action, tokenizer, max_action_tokens, plain)
     except Exception as exc:  # a tokenizer or container that misbehaves: the turn is invalid
         return ActionInput("", [], False, f"unreadable action: {type(exc).__name__}: {exc}"[:300])
     if logprobs is not None:
@@ -73,42 +76,42 @@ def read_action(
 
 
 def _read_body(
-    action: Any, tokenizer: ChatTokenizer, max_tokens: int | None, plain: PlainText
+    action: Any, tokenizer: ChatTokenizer, max_action_tokens: int | None, plain: PlainText
 ) -> ActionInput:
     if isinstance(action, bytes | bytearray):
         action = bytes(action).decode("utf-8", errors="replace")
     if isinstance(action, str):
-        return _read_text(action, tokenizer, max_tokens, plain)
+        return _read_text(action, tokenizer, max_action_tokens, plain)
     if isinstance(action, np.ndarray) or hasattr(action, "tolist"):
         array = np.asarray(action)
         if array.ndim != 1:
             return _invalid(f"action ids must be a 1-D sequence, got shape {array.shape}")
-        return _read_ids(array.tolist(), tokenizer, max_tokens)
+        return _read_ids(array.tolist(), tokenizer, max_action_tokens)
     if isinstance(action, Sequence):
-        return _read_ids(action, tokenizer, max_tokens)
+        return _read_ids(action, tokenizer, max_action_tokens)
     kind = type(action).__name__
     return _invalid(f"action must be a str or a sequence of token ids, got {kind}")
 
 
 def _read_text(
-    text: str, tokenizer: ChatTokenizer, max_tokens: int | None, plain: PlainText
+    text: str, tokenizer: ChatTokenizer, max_action_tokens: int | None, plain: PlainText
 ) -> ActionInput:
     text = repair_surrogates(text)
     cut = False
-    if max_tokens is not None and len(text) > max_tokens * MAX_CHARS_PER_TOKEN:
-        text, cut = text[: max_tokens * MAX_CHARS_PER_TOKEN], True
+    if max_action_tokens is not None and len(text) > max_action_tokens * MAX_CHARS_PER_TOKEN:
+        text, cut = text[: max_action_tokens * MAX_CHARS_PER_TOKEN], True
     # A trailing end-of-turn spelling ends the turn; the rest is plain text.
     text = _strip_eos(text, tokenizer)
     read = ActionInput(text, plain.encode(text), False, cut=cut)
-    return _capped(read, tokenizer, max_tokens)
+    return _capped(read, tokenizer, max_action_tokens)
 
 
 def _read_ids(
-    values: Sequence[Any], tokenizer: ChatTokenizer, max_tokens: int | None
+    values: Sequence[Any], tokenizer: ChatTokenizer, max_action_tokens: int | None
 ) -> ActionInput:
-    cut = max_tokens is not None and len(values) > max_tokens
+    cut = max_action_tokens is not None and len(values) > max_action_tokens
     if cut:
-        values = values[:max_tokens]
+        values = values[:max_action_tokens]
     ids = []
     for value in values:
         token_id = _as_token_id(value)

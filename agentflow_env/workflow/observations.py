@@ -1,6 +1,7 @@
 """Planner observations: prompts rendered afresh (structured) or grown token-exactly (flat).
 
-How prompts evolve over an episode is an ``ObservationMode`` strategy the session is given:
+How prompts evolve over an episode is an ``ObservationStrategy`` the session is given, one per
+``ObservationMode`` setting:
 
 - ``StructuredObservations`` (``observation_mode="structured"``, AgentFlow's way): every prompt is
   rendered afresh from memory; nothing is appended, so the feedback is empty.
@@ -15,7 +16,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 from gymnasium import spaces
@@ -158,7 +159,11 @@ class PromptView:
         )
 
 
-class ObservationMode(ABC):
+ObservationMode = Literal["structured", "flat"]
+"""The ``observation_mode`` settings, each the name of a strategy in ``OBSERVATION_MODES``."""
+
+
+class ObservationStrategy(ABC):
     """How the planner's prompts evolve over an episode: one strategy per observation mode.
 
     A strategy holds no episode state (one instance serves many sessions); it reads the
@@ -202,7 +207,7 @@ class ObservationMode(ABC):
         return f"{type(self).__name__}()"
 
 
-class StructuredObservations(ObservationMode):
+class StructuredObservations(ObservationStrategy):
     """Each prompt rendered afresh from memory (AgentFlow); the feedback is empty."""
 
     name = "structured"
@@ -213,7 +218,7 @@ class StructuredObservations(ObservationMode):
         return self.encoder.render(view.messages()), Observation("", [])
 
 
-class FlatObservations(ObservationMode):
+class FlatObservations(ObservationStrategy):
     """One conversation grown token-exactly: previous ids + action ids + feedback ids.
 
     The action ids stand as the policy produced them, even ids past the tokenizer's vocabulary
@@ -252,7 +257,7 @@ class FlatObservations(ObservationMode):
         return MAX_TOKEN_ID + 1
 
 
-OBSERVATION_MODES: Mapping[str, type[ObservationMode]] = {
+OBSERVATION_MODES: Mapping[str, type[ObservationStrategy]] = {
     mode.name: mode for mode in (StructuredObservations, FlatObservations)
 }
 """The strategies by ``observation_mode`` setting."""
@@ -265,7 +270,7 @@ def check_observation_mode(mode: str) -> None:
         raise ValueError(f"observation_mode must be {names}, got {mode!r}")
 
 
-def make_observations(mode: str, encoder: PromptEncoder) -> ObservationMode:
+def make_observations(mode: str, encoder: PromptEncoder) -> ObservationStrategy:
     """The strategy the ``observation_mode`` setting ``mode`` names, rendering with ``encoder``."""
     check_observation_mode(mode)
     return OBSERVATION_MODES[mode](encoder)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Literal, get_args
 
 from agentflow_env.base.tokens import ChatTokenizer
 from agentflow_env.base.untrusted import shorten
@@ -14,6 +15,9 @@ from agentflow_env.workflow.memory import Memory
 from agentflow_env.workflow.outcome import planner_may_finish, verifier_may_stop
 
 Message = dict[str, str]
+PromptStyle = Literal["full", "compact", "agentflow"]
+"""The planner prompts: this project's (``"full"``), ``"compact"``, or AgentFlow's own format."""
+PROMPT_STYLES: tuple[str, ...] = get_args(PromptStyle)
 MAX_FEEDBACK_FIELD_CHARS = 2000
 
 PLANNER_SYSTEM = """You are the planner of a tool-using agent. Each turn you choose ONE tool call \

@@ -1,4 +1,4 @@
-"""Exact turn records, trainer-agnostic samples and Flow-GRPO advantages.
+"""Exact turn records and trainer-agnostic samples.
 
 Every planner turn keeps the exact prompt ids its action was sampled from, the action ids as the
 policy produced them (or as the env encoded a text action, once), optional sampling log-probs and,
@@ -11,11 +11,8 @@ in flat mode, the feedback ids that followed. Trainers consume one of two sample
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
-
-import numpy as np
 
 from agentflow_env.workflow.observations import OBSERVATION_MODES
 
@@ -151,46 +148,3 @@ class Trajectory:
         if shape == "flat":
             return self.flat_sample()
         raise ValueError(f"shape must be 'per_turn' or 'flat', got {shape!r}")
-
-
-def flow_grpo_advantages(
-    rewards: Sequence[float],
-    turns: Sequence[int] | None = None,
-    *,
-    normalize: Literal["trajectory", "turn"] = "trajectory",
-    eps: float = 1e-9,
-    ddof: int = 1,
-) -> list[float]:
-    """Group-normalised advantages of the trajectories of one task, one value per trajectory.
-
-    ``A_i = (R_i - mean) / (std + eps)``; the caller broadcasts ``A_i`` to every planner turn (and
-    token) of trajectory i.
-
-    - ``normalize="trajectory"`` (the Flow-GRPO paper, and OpenRLHF's ``group_norm``): mean and
-      std over the group's trajectory rewards, each trajectory counted once.
-    - ``normalize="turn"`` (what the AgentFlow code does): every planner turn is a sample carrying
-      its trajectory's reward, so mean and std are over turn samples and longer trajectories
-      weigh more. Needs ``turns`` (planner turns per trajectory).
-
-    ``ddof=1`` (unbiased std) and ``eps=1e-9`` match OpenRLHF and ``torch.std``. A group whose
-    rewards are all equal gets zero advantages.
-    """
-    values = np.asarray(rewards, dtype=np.float64)
-    if values.ndim != 1 or values.size == 0:
-        raise ValueError("rewards must be a non-empty 1-D sequence")
-    if normalize == "trajectory":
-        population = values
-    elif normalize == "turn":
-        if turns is None or len(turns) != len(values):
-            raise ValueError("normalize='turn' needs the number of turns of every trajectory")
-        counts = np.asarray(turns, dtype=np.int64)
-        if (counts < 1).any():
-            raise ValueError("every trajectory needs at least one turn")
-        population = np.repeat(values, counts)
-    else:
-        raise ValueError(f"normalize must be 'trajectory' or 'turn', got {normalize!r}")
-    if np.all(population == population[0]):
-        return [0.0] * len(values)
-    std = float(population.std(ddof=ddof)) if population.size > ddof else 0.0
-    mean = float(population.mean())
-    return [float((r - mean) / (std + eps)) for r in values]

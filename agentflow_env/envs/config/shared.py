@@ -17,12 +17,15 @@ from agentflow_env.envs.config.choices import (
     ObservationMode,
     PromptStyle,
     RewardName,
+    RewardShaping,
+    Termination,
 )
 from agentflow_env.envs.config.fields import (
     NoJSONForm,
     UnknownSettingError,
     check_field,
     equals_default,
+    field_defaults,
     json_value,
     setting,
     type_hints,
@@ -38,16 +41,21 @@ from agentflow_env.workflow.agentflow_source import (
     read_agentflow_source,
     source_label,
 )
+from agentflow_env.workflow.config import AnswerJudge, RewardConfig, SessionConfig
 from agentflow_env.workflow.frozen_modules import Modules
-from agentflow_env.workflow.outcome import Termination
-from agentflow_env.workflow.session import (
-    DEFAULT_MAX_ACTION_TOKENS,
-    DEFAULT_MAX_PROMPT_TOKENS,
-    AnswerJudge,
-)
-from agentflow_env.workflow.shaping import RewardShaping
 
 _C = TypeVar("_C", bound="EnvConfig")
+
+
+def session_setting(name: str, **metadata: Any) -> Any:
+    """A setting the session reads: its name, type and default are the session's own
+    (``RewardConfig``'s or ``SessionConfig``'s field ``name``); ``metadata`` as ``setting``'s.
+    ``AgentFlowEnv`` hands these to its sessions by name (``SessionConfig.from_settings``)."""
+    for owner in (RewardConfig, SessionConfig):
+        defaults = field_defaults(owner)
+        if name in defaults:
+            return setting(defaults[name], **metadata)
+    raise ValueError(f"the session has no setting {name!r}")
 
 
 def tools_setting(default: tuple[str, ...]) -> Any:
@@ -92,14 +100,14 @@ class EnvConfig(abc.ABC):
         section="tools",
         none_means=f"{DEFAULT_DENSE_MODEL} (Search-R1's)",
     )
-    tool_timeout_s: float = setting(
-        10.0,
+    tool_timeout_s: float = session_setting(
+        "tool_timeout_s",
         help="seconds a tool call may run before it fails with a timeout observation",
         section="tools",
         minimum=0,
     )
-    max_tool_output_chars: int = setting(
-        8000,
+    max_tool_output_chars: int = session_setting(
+        "max_tool_output_chars",
         help="longer tool outputs are cut, saying how much was dropped",
         section="tools",
         minimum=0,
@@ -120,52 +128,60 @@ class EnvConfig(abc.ABC):
         none_means="the AGENTFLOW_<ROLE>_* / AGENTFLOW_LLM_* environment variables",
     )
     # -- reward
-    reward: RewardName = setting("exact_match", help="episode reward", section="reward")
-    lambda_calls: float = setting(
-        0.0, help="subtracted from the final reward per tool call", section="reward", minimum=0
+    reward: RewardName = session_setting("reward", help="episode reward", section="reward")
+    lambda_calls: float = session_setting(
+        "lambda_calls",
+        help="subtracted from the final reward per tool call",
+        section="reward",
+        minimum=0,
     )
-    lambda_tokens: float = setting(
-        0.0, help="subtracted from the final reward per action token", section="reward", minimum=0
+    lambda_tokens: float = session_setting(
+        "lambda_tokens",
+        help="subtracted from the final reward per action token",
+        section="reward",
+        minimum=0,
     )
-    lambda_errors: float = setting(
-        0.0,
+    lambda_errors: float = session_setting(
+        "lambda_errors",
         help="subtracted from the final reward per invalid action",
         section="reward",
         minimum=0,
     )
-    reward_shaping: RewardShaping = setting(
-        "none",
+    reward_shaping: RewardShaping = session_setting(
+        "reward_shaping",
         help="progress: add potential-based per-turn rewards w * (Phi(s') - Phi(s)), Phi = the "
         "fraction of the task's gold steps done (else of its sub-questions resolved); the terminal "
         "reward is unchanged",
         section="reward",
     )
-    shaping_weight: float = setting(
-        1.0, help="w, the weight of the shaping rewards", section="reward", minimum=0
+    shaping_weight: float = session_setting(
+        "shaping_weight", help="w, the weight of the shaping rewards", section="reward", minimum=0
     )
-    judge: AnswerJudge | None = setting(
-        None,
+    judge: AnswerJudge | None = session_setting(
+        "judge",
         help="scores the answer when reward is llm_judge",
         section="reward",
         none_means="an LLMJudge on AGENTFLOW_JUDGE_* / AGENTFLOW_LLM_*",
     )
     # -- episode
-    max_turns: int = setting(10, help="planner turns per episode", section="episode", minimum=1)
-    time_limit_s: float | None = setting(
-        None,
+    max_turns: int = session_setting(
+        "max_turns", help="planner turns per episode", section="episode", minimum=1
+    )
+    time_limit_s: float | None = session_setting(
+        "time_limit_s",
         help="wall-clock seconds per episode; the turn that ends past it ends the episode "
         "(end_reason time_limit)",
         section="episode",
         minimum=0,
         none_means="no limit",
     )
-    verify_invalid_turns: bool = setting(
-        False,
+    verify_invalid_turns: bool = session_setting(
+        "verify_invalid_turns",
         help="the verifier also judges turns that named no usable tool (as AgentFlow's does)",
         section="episode",
     )
-    termination: Termination = setting(
-        "verifier",
+    termination: Termination = session_setting(
+        "termination",
         help="who ends an episode before its limits: verifier (its STOP, AgentFlow's way), "
         "planner (a 'Tool Name: Finish' action with a 'Final Answer:'; the verdict is shown, "
         "not binding) or both",
@@ -194,8 +210,8 @@ class EnvConfig(abc.ABC):
         none_means="the bundled byte-level BPE",
         json_form="a tokenizer is a path or a hub name",
     )
-    prompt_style: PromptStyle = setting(
-        "full",
+    prompt_style: PromptStyle = session_setting(
+        "prompt_style",
         help="planner prompt: this project's (tool cards, memory, step counter), compact, or "
         "agentflow (AgentFlow's own format, for planners trained with its code)",
         section="observations",
@@ -208,34 +224,34 @@ class EnvConfig(abc.ABC):
         section="observations",
         none_means=f"${SOURCE_ENV_VAR} if set, else this project's own wording",
     )
-    show_sub_questions: bool = setting(
-        True,
+    show_sub_questions: bool = session_setting(
+        "show_sub_questions",
         help="show the query analysis's sub-questions and the verifier's open questions to the "
         "planner (rule modules take them from the task: a hint AgentFlow never gives)",
         section="observations",
     )
-    observation_mode: ObservationMode = setting(
-        "structured",
+    observation_mode: ObservationMode = session_setting(
+        "observation_mode",
         help="structured: each prompt rendered afresh from memory (AgentFlow); flat: the prompt "
         "grows by the action ids and the feedback ids, exactly",
         section="observations",
     )
-    max_action_tokens: int | None = setting(
-        DEFAULT_MAX_ACTION_TOKENS,
+    max_action_tokens: int | None = session_setting(
+        "max_action_tokens",
         help="longer actions are cut to this many tokens and flagged",
         section="observations",
         minimum=1,
         none_means="no cap",
     )
-    max_prompt_tokens: int | None = setting(
-        DEFAULT_MAX_PROMPT_TOKENS,
+    max_prompt_tokens: int | None = session_setting(
+        "max_prompt_tokens",
         help="a longer prompt ends the episode as truncated (end_reason prompt_budget)",
         section="observations",
         minimum=1,
         none_means="no cap",
     )
-    max_total_tokens: int | None = setting(
-        None,
+    max_total_tokens: int | None = session_setting(
+        "max_total_tokens",
         help="a longer flat sequence ends the episode as truncated (end_reason total_budget)",
         section="observations",
         minimum=1,
@@ -364,11 +380,7 @@ class EnvConfig(abc.ABC):
         given = [name for name in settings if name not in own and name not in cls.aliases]
         unused = [n for n in given if n in elsewhere and settings[n] is not None]
         if unused:
-            own_tasks = ", ".join(f"{name}=" for name in cls.task_settings())
-            raise UnknownSettingError(
-                f"{cls.variant()} does not use {', '.join(f'{n}=' for n in unused)}: "
-                f"{cls.tasks_note} (settings: {own_tasks})"
-            )
+            raise UnknownSettingError(_unused_message(cls, unused))
         unknown = [name for name in given if name not in elsewhere]
         if unknown:
             raise UnknownSettingError(
@@ -395,6 +407,21 @@ def _variants(root: type[EnvConfig] = EnvConfig) -> list[type[EnvConfig]]:
     for sub in root.__subclasses__():
         found += [sub, *_variants(sub)]
     return found
+
+
+def _unused_message(cls: type[EnvConfig], unused: Sequence[str]) -> str:
+    """Why ``cls`` refuses the other variants' settings ``unused``, and what it takes instead.
+    A variant with no ``tasks_note`` names the variants the settings belong to."""
+    names = ", ".join(f"{name}=" for name in unused)
+    owners = dict.fromkeys(
+        other.variant()
+        for other in _variants()
+        if other.env_id and other is not cls and set(unused) & set(other.settings())
+    )
+    them = "it is a setting" if len(unused) == 1 else "they are settings"
+    note = cls.tasks_note or f"{them} of {', '.join(owners) or 'another variant'}"
+    own = ", ".join(f"{name}=" for name in cls.task_settings()) or "only the shared ones"
+    return f"{cls.variant()} does not use {names}: {note} (settings: {own})"
 
 
 def _all_settings() -> set[str]:

@@ -25,7 +25,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from agentflow_env.envs.env import unwrap_agentflow
+from agentflow_env.envs.env import AgentFlowEnv, unwrap_agentflow
 from agentflow_env.evaluation.preflight.episodes import StepLog, run_expert
 from agentflow_env.evaluation.preflight.expert import (
     ACTION,
@@ -83,21 +83,20 @@ def run_preflight(
         env = gym.make(env_id, **env_kwargs)
     elif env.spec is not None:
         env_id = env.spec.id
-    base = unwrap_agentflow(env)
+    base = unwrap_agentflow(env)  # once: the items read ``base`` and reset and step ``env``
     try:
-        return _check(env, seed, env_id)
+        return _check(env, base, seed, env_id)
     finally:
         if own:
             env.close()
         base.session = None  # the probes' last episode is not one to continue
 
 
-def _check(env: gym.Env, seed: int, env_id: str) -> PreflightReport:
-    base = unwrap_agentflow(env)
+def _check(env: gym.Env, base: AgentFlowEnv, seed: int, env_id: str) -> PreflightReport:
     max_turns = base.session_config.max_turns
     termination = base.session_config.termination
     log = StepLog()
-    run = run_expert(env, seed, log, "expert")
+    run = run_expert(env, base, seed, log, "expert")
     found: dict[str, CheckItem] = {
         MEMORY: guarded(MEMORY, lambda: check_memory(run, base)),
         ACTION: guarded(ACTION, lambda: check_action(run)),
@@ -105,9 +104,9 @@ def _check(env: gym.Env, seed: int, env_id: str) -> PreflightReport:
         VERIFIER: guarded(VERIFIER, lambda: check_verifier_stop(run, max_turns, termination)),
         ANSWER: guarded(ANSWER, lambda: check_answer(run)),
     }
-    found[TOOL_ERRORS] = guarded(TOOL_ERRORS, lambda: check_tool_errors(env, seed, log))
-    found[TURN_LIMIT] = guarded(TURN_LIMIT, lambda: check_turn_limit(env, seed, log))
-    found[TOKENS] = guarded(TOKENS, lambda: check_flat_tokens(env, seed, log))
+    found[TOOL_ERRORS] = guarded(TOOL_ERRORS, lambda: check_tool_errors(env, base, seed, log))
+    found[TURN_LIMIT] = guarded(TURN_LIMIT, lambda: check_turn_limit(env, base, seed, log))
+    found[TOKENS] = guarded(TOKENS, lambda: check_flat_tokens(base, seed, log))
     found[ENDS] = guarded(ENDS, lambda: check_ends(log, max_turns, termination))
     observation = run.reset_observation
     first_prompt = None if observation is None else len(observation["token_ids"])
@@ -115,7 +114,7 @@ def _check(env: gym.Env, seed: int, env_id: str) -> PreflightReport:
         env_id=env_id,
         seed=seed,
         items=[found[name] for name in ITEMS],
-        facts=env_facts(env, first_prompt),
+        facts=env_facts(base, first_prompt),
     )
 
 

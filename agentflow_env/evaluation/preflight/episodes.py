@@ -1,7 +1,9 @@
 """Driving the pre-flight episodes: every step logged, and the expert's episode recorded.
 
-The expert planner (``ExpertPlanner``) follows the task's gold plan; a task without one gets a
-fallback action naming the env's first tool with the question as context, and the run says so.
+Each episode is the one episode loop (``agentflow_env.rollout.episodes.play_episode``) stepping
+the env as given (wrappers and all) and reading the unwrapped env's session. The expert planner
+(``ExpertPlanner``) follows the task's gold plan; a task without one gets a fallback action
+naming the env's first tool with the question as context, and the run says so.
 """
 
 from __future__ import annotations
@@ -12,7 +14,8 @@ from typing import Any
 
 import gymnasium as gym
 
-from agentflow_env.envs.env import unwrap_agentflow
+from agentflow_env.envs.env import AgentFlowEnv
+from agentflow_env.rollout.episodes import OnStep, Planner, Stepped, play_episode_sync
 from agentflow_env.rollout.planners import ExpertPlanner
 from agentflow_env.workflow.actions import format_planner_action
 from agentflow_env.workflow.memory import Event, MemoryEntry, QueryAnalysis
@@ -30,8 +33,8 @@ def quote(value: object, limit: int = EVIDENCE_CHARS) -> str:
     return repr(flat) if isinstance(value, str) else flat
 
 
-def live_session(env: gym.Env) -> Session:
-    session = unwrap_agentflow(env).session
+def live_session(env: AgentFlowEnv) -> Session:
+    session = env.session
     if session is None:
         raise RuntimeError("no episode: reset() was not called")
     return session
@@ -75,27 +78,58 @@ class StepLog:
         return observation, reward, bool(terminated), bool(truncated), info
 
 
-def planner_action(env: gym.Env) -> tuple[str, str | None]:
-    """The expert's next action, and a note when the task has no gold plan and the fallback
-    (the first tool, the question as context) stands in for it."""
-    base = unwrap_agentflow(env)
-    task = base.task
-    if task.gold_plan:
-        return ExpertPlanner(env).act(), None
-    if not base.tools.names:
-        raise ValueError("the env has no tools, so no action can name one")
-    tool = base.tools.names[0]
-    action = format_planner_action(
-        justification="The task has no gold plan; ask the first tool about the question.",
-        context=task.question,
-        sub_goal="Find evidence that answers the question.",
-        tool_name=tool,
-    )
-    return action, f"task {task.task_id} has no gold plan: fell back to {tool} with the question"
+class ExpertOrFallback:
+    """The expert (``ExpertPlanner``), or, for a task without a gold plan, the fallback: the
+    first tool with the question as context; ``note`` says when it stood in."""
+
+    def __init__(self) -> None:
+        self.expert = ExpertPlanner()
+        self.note: str | None = None
+
+    async def next_action(self, session: Session) -> str:
+        task = session.task
+        if task.gold_plan:
+            return await self.expert.next_action(session)
+        if not session.tools.names:
+            raise ValueError("the env has no tools, so no action can name one")
+        tool = session.tools.names[0]
+        self.note = self.note or (
+            f"task {task.task_id} has no gold plan: fell back to {tool} with the question"
+        )
+        return format_planner_action(
+            justification="The task has no gold plan; ask the first tool about the question.",
+            context=task.question,
+            sub_goal="Find evidence that answers the question.",
+            tool_name=tool,
+        )
 
 
-StepHook = Callable[[gym.Env, dict[str, Any], bool], None]
-"""Called after each step of ``run_expert`` with the env, the step's info and whether it ended."""
+class Repeating:
+    """A planner that gives the same action every turn."""
+
+    def __init__(self, action: str) -> None:
+        self.action = action
+
+    async def next_action(self, session: Session) -> str:
+        return self.action
+
+
+def play_logged(
+    env: gym.Env, session: Session, planner: Planner, log: StepLog, episode: str, on_step: OnStep
+) -> None:
+    """Play ``env``'s episode (``session``, started) with ``planner``, every step through
+    ``env.step`` and logged as ``episode``, until it ends or ``max_turns + 1`` steps have run."""
+
+    async def step(action: Any) -> Stepped:
+        return log.step(env, action, episode)
+
+    limit = session.config.max_turns + 1
+    play_episode_sync(session, planner, step, max_steps=limit, on_step=on_step)
+
+
+StepHook = Callable[[Session, dict[str, Any], bool], None]
+"""Called after each step of ``run_expert`` with the session, the step's info and whether it
+ended."""
 
 
 @dataclass
@@ -128,29 +162,31 @@ class ExpertRun:
 
 def run_expert(
     env: gym.Env,
+    base: AgentFlowEnv,
     seed: int,
     log: StepLog,
     episode: str,
-    on_reset: Callable[[gym.Env], None] | None = None,
+    on_reset: Callable[[Session], None] | None = None,
     on_step: StepHook | None = None,
 ) -> ExpertRun:
-    """Reset with ``seed`` and follow the expert (or its fallback) until the episode ends or
-    ``max_turns + 1`` steps have run; an exception is kept in ``run.error``, never raised.
-    ``on_reset(env)`` runs after the reset, ``on_step`` after each step."""
+    """Reset ``env`` (``base`` unwrapped) with ``seed`` and follow the expert (or its fallback)
+    until the episode ends or ``max_turns + 1`` steps have run; an exception is kept in
+    ``run.error``, never raised. ``on_reset(session)`` runs after the reset, ``on_step`` after
+    each step."""
     run = ExpertRun()
+    planner = ExpertOrFallback()
     try:
         observation, info = env.reset(seed=seed)
-        session = live_session(env)
+        session = live_session(base)
         run.reset_observation, run.reset_info = observation, info
         run.observations.append(observation)
         run.query, run.analysis = session.memory.query, session.memory.analysis
         run.gold_plan = bool(session.task.gold_plan)
         if on_reset is not None:
-            on_reset(env)
-        for _ in range(session.config.max_turns + 1):
-            action, note = planner_action(env)
-            run.fallback_note = run.fallback_note or note
-            observation, reward, terminated, truncated, info = log.step(env, action, episode)
+            on_reset(session)
+
+        def record(action: Any, stepped: Stepped) -> None:
+            observation, reward, terminated, truncated, info = stepped
             run.observations.append(observation)
             run.steps += 1
             if run.steps == 1:
@@ -160,11 +196,13 @@ def run_expert(
                     e for e in session.memory.events if e.kind == "tool_call" and e.turn == 1
                 )
             if on_step is not None:
-                on_step(env, info, terminated or truncated)
+                on_step(session, info, terminated or truncated)
             if terminated or truncated:
                 run.final_info, run.final_reward = info, reward
                 run.terminated, run.truncated = terminated, truncated
-                break
+
+        play_logged(env, session, planner, log, episode, record)
     except Exception as error:
         run.error = error
+    run.fallback_note = planner.note
     return run

@@ -8,9 +8,16 @@ from typing import Any
 
 import gymnasium as gym
 
-from agentflow_env.envs.env import unwrap_agentflow
-from agentflow_env.evaluation.preflight.episodes import StepLog, live_session, quote
+from agentflow_env.envs.env import AgentFlowEnv
+from agentflow_env.evaluation.preflight.episodes import (
+    Repeating,
+    StepLog,
+    live_session,
+    play_logged,
+    quote,
+)
 from agentflow_env.evaluation.preflight.report import CheckItem
+from agentflow_env.rollout.episodes import Stepped
 from agentflow_env.tools.base import Tool, ToolCard, ToolContext, ToolResult
 from agentflow_env.workflow.actions import format_planner_action
 from agentflow_env.workflow.memory import MemoryEntry, VerificationStatus
@@ -52,9 +59,9 @@ def _action(tool: str, context: str, why: str, sub_goal: str = "pre-flight probe
     )
 
 
-def _unknown_tool(env: gym.Env, name: str = "NoSuchTool_preflight") -> str:
-    """``name``, or a longer one, that no tool of ``env`` answers to."""
-    names = unwrap_agentflow(env).tools
+def _unknown_tool(base: AgentFlowEnv, name: str = "NoSuchTool_preflight") -> str:
+    """``name``, or a longer one, that no tool of ``base`` answers to."""
+    names = base.tools
     while name in names:
         name += "_x"
     return name
@@ -76,40 +83,42 @@ def _describe(entry: MemoryEntry) -> str:
     return f"turn {entry.turn} {state}: {quote(' | '.join(entry.errors), 100)}"
 
 
-def _probe(env: gym.Env, seed: int, log: StepLog, action: str) -> MemoryEntry:
+def _probe(env: gym.Env, base: AgentFlowEnv, seed: int, log: StepLog, action: str) -> MemoryEntry:
     """Step ``action`` (after a fresh reset if the episode is over) and return its entry."""
-    base = unwrap_agentflow(env)
     if base.session is None or base.session.done:
         env.reset(seed=seed)
     log.step(env, action, "tool-error probe")
-    return live_session(env).memory.entries[-1]
+    return live_session(base).memory.entries[-1]
 
 
-def check_tool_errors(env: gym.Env, seed: int, log: StepLog) -> CheckItem:
-    """An unknown tool and a failing call become recorded turns and the env keeps stepping."""
-    base = unwrap_agentflow(env)
+def check_tool_errors(env: gym.Env, base: AgentFlowEnv, seed: int, log: StepLog) -> CheckItem:
+    """An unknown tool and a failing call become recorded turns and the env keeps stepping
+    (``env`` is stepped, ``base`` is it unwrapped)."""
     env.reset(seed=seed)
-    unknown = _unknown_tool(env)
-    question = live_session(env).task.question
+    unknown = _unknown_tool(base)
+    question = live_session(base).task.question
     seen: list[str] = []
-    entry = _probe(env, seed, log, _action(unknown, question, "probe: a tool that is not there"))
+    probe_action = _action(unknown, question, "probe: a tool that is not there")
+    entry = _probe(env, base, seed, log, probe_action)
     problem = _recorded(entry, 1)
     if problem:
         return CheckItem(TOOL_ERRORS, False, f"unknown tool {unknown!r}: {problem}")
     seen.append(f"unknown tool {unknown!r} -> {_describe(entry)}")
     failed = None
     for name in base.tools.names:
-        entry = _probe(env, seed, log, _action(name, "", "probe: empty arguments", sub_goal=""))
+        empty = _action(name, "", "probe: empty arguments", sub_goal="")
+        entry = _probe(env, base, seed, log, empty)
         if _recorded(entry, entry.turn) is None:
             failed = f"{name} with empty arguments -> {_describe(entry)}"
             break
     if failed is None:  # every tool accepted empty arguments: call one that always raises
-        probe = FailingProbeTool(_unknown_tool(env, "PreflightFailingProbe"))
+        probe = FailingProbeTool(_unknown_tool(base, "PreflightFailingProbe"))
         tools = base.tools
         base.tools = tools.with_tool(probe)
         try:
             env.reset(seed=seed)
-            entry = _probe(env, seed, log, _action(probe.name, question, "probe: a failing tool"))
+            failing = _action(probe.name, question, "probe: a failing tool")
+            entry = _probe(env, base, seed, log, failing)
         finally:
             base.tools = tools
         problem = _recorded(entry, 1)
@@ -117,8 +126,9 @@ def check_tool_errors(env: gym.Env, seed: int, log: StepLog) -> CheckItem:
             return CheckItem(TOOL_ERRORS, False, f"a tool that raises: {problem}")
         failed = f"every tool accepted empty arguments; a tool that raises -> {_describe(entry)}"
     seen.append(failed)
-    before = live_session(env).turn if not live_session(env).done else 0
-    entry = _probe(env, seed, log, _action(unknown, question, "probe: stepping on"))
+    session = live_session(base)
+    before = session.turn if not session.done else 0
+    entry = _probe(env, base, seed, log, _action(unknown, question, "probe: stepping on"))
     if entry.turn != before + 1:
         return CheckItem(
             TOOL_ERRORS, False, f"stepping on gave turn {entry.turn}, not {before + 1}"
@@ -127,19 +137,20 @@ def check_tool_errors(env: gym.Env, seed: int, log: StepLog) -> CheckItem:
     return CheckItem(TOOL_ERRORS, True, "; ".join(seen))
 
 
-def check_turn_limit(env: gym.Env, seed: int, log: StepLog) -> CheckItem:
+def check_turn_limit(env: gym.Env, base: AgentFlowEnv, seed: int, log: StepLog) -> CheckItem:
     """A planner repeating a useless valid action ends at exactly ``max_turns``, truncated."""
-    base = unwrap_agentflow(env)
     max_turns = base.session_config.max_turns
     tool = base.tools.names[0]
     action = _action(tool, USELESS_CONTEXT, "probe: the same useless call again")
     env.reset(seed=seed)
     terminated = truncated = False
     info: dict[str, Any] = {}
-    for _ in range(max_turns + 1):
-        _, _, terminated, truncated, info = log.step(env, action, "turn limit")
-        if terminated or truncated:
-            break
+
+    def record(_: Any, stepped: Stepped) -> None:
+        nonlocal terminated, truncated, info
+        _, _, terminated, truncated, info = stepped
+
+    play_logged(env, live_session(base), Repeating(action), log, "turn limit", record)
     turn, reason = info.get("turn"), info.get("end_reason")
     seen = (
         f"repeating {tool} {USELESS_CONTEXT!r} ended at turn {turn} (max_turns {max_turns}) with "

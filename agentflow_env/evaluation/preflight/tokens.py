@@ -14,21 +14,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import gymnasium as gym
-
 from agentflow_env.base.tokens import ChatTokenizer
 from agentflow_env.base.untrusted import special_token_strings
-from agentflow_env.envs.env import AgentFlowEnv, unwrap_agentflow
+from agentflow_env.envs.env import AgentFlowEnv
 from agentflow_env.evaluation.preflight.episodes import (
     ExpertRun,
     StepLog,
-    live_session,
     run_expert,
 )
 from agentflow_env.evaluation.preflight.report import CheckItem
 from agentflow_env.modules import ROLES
 from agentflow_env.rollout.token_check import TrainerSequence, segments
 from agentflow_env.workflow.prompts import Message, step_feedback
+from agentflow_env.workflow.session import Session
 from agentflow_env.workflow.trajectory import TurnRecord
 
 TOKENS = "policy tokens masked"
@@ -55,9 +53,8 @@ def assistant_text(tokenizer: ChatTokenizer, action_ids: Sequence[int]) -> str:
     return tokenizer.decode([i for i in ids if i < tokenizer.vocab_size])
 
 
-def check_flat_tokens(env: gym.Env, seed: int, log: StepLog) -> CheckItem:
-    """The item on a flat-mode copy of ``env`` (its config with ``observation_mode="flat"``)."""
-    base = unwrap_agentflow(env)
+def check_flat_tokens(base: AgentFlowEnv, seed: int, log: StepLog) -> CheckItem:
+    """The item on a flat-mode copy of ``base`` (its config with ``observation_mode="flat"``)."""
     flat = type(base)(base.config.updated(observation_mode="flat"))
     try:
         return _check_flat(flat, seed, log)
@@ -69,12 +66,11 @@ def _check_flat(flat: AgentFlowEnv, seed: int, log: StepLog) -> CheckItem:
     tokenizer, plain = flat.tokenizer, flat.prompt_encoder.plain
     conversations: list[list[Message]] = []  # the messages behind each observation
 
-    def on_reset(env: gym.Env) -> None:
-        first = live_session(env).messages()
+    def on_reset(session: Session) -> None:
+        first = session.messages()
         conversations.append([{**m, "content": plain.neutralize(m["content"])} for m in first])
 
-    def on_step(env: gym.Env, info: dict[str, Any], ended: bool) -> None:
-        session = live_session(env)
+    def on_step(session: Session, info: dict[str, Any], ended: bool) -> None:
         action = assistant_text(tokenizer, session.turn_records[-1].action_ids)
         if ended:
             user = "The episode is over. " + str(info.get("final_text", ""))
@@ -88,7 +84,7 @@ def _check_flat(flat: AgentFlowEnv, seed: int, log: StepLog) -> CheckItem:
             ]
         )
 
-    run = run_expert(flat, seed, log, "flat expert", on_reset, on_step)
+    run = run_expert(flat, flat, seed, log, "flat expert", on_reset, on_step)
     if run.error is not None:
         failure = f"the flat episode failed: {type(run.error).__name__}: {run.error}"
         dropped = drops_assistant_text(tokenizer)
@@ -214,9 +210,8 @@ def closes_assistant_turns(tokenizer: ChatTokenizer) -> str:
     return f"no: after an assistant message comes {after!r}, without the end-of-turn {eos!r}"
 
 
-def env_facts(env: gym.Env, first_prompt_tokens: int | None) -> dict[str, Any]:
+def env_facts(base: AgentFlowEnv, first_prompt_tokens: int | None) -> dict[str, Any]:
     """Facts about the configuration, each computed on its own (a failing one says why)."""
-    base = unwrap_agentflow(env)
     tokenizer = base.tokenizer
     getters: dict[str, Any] = {
         "tokenizer": lambda: f"{tokenizer.name} ({type(tokenizer).__name__})",

@@ -11,9 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from agentflow_env.evaluation.viewer.html import page
-from agentflow_env.evaluation.viewer.rows import EpisodeRow
-from agentflow_env.evaluation.viewer.text import (
+from agentflow_env.evaluation.text import (
     as_list,
     as_mapping,
     as_text,
@@ -23,6 +21,8 @@ from agentflow_env.evaluation.viewer.text import (
     json_text,
     shorten_text,
 )
+from agentflow_env.evaluation.viewer.html import page
+from agentflow_env.evaluation.viewer.rows import EpisodeRow
 from agentflow_env.evaluation.viewer.turn import item_list, turn_section
 
 __all__ = ["episode_page"]

@@ -12,7 +12,7 @@ import base64
 import hashlib
 from pathlib import Path
 
-from agentflow_env.evaluation.viewer.text import esc
+from agentflow_env.evaluation.text import esc
 
 __all__ = ["FILTER_SCRIPT", "STYLE", "page", "write_page"]
 

@@ -12,15 +12,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agentflow_env.evaluation.viewer.html import FILTER_SCRIPT, page
-from agentflow_env.evaluation.viewer.rows import INCOMPLETE, EpisodeRow
-from agentflow_env.evaluation.viewer.text import (
+from agentflow_env.evaluation.text import (
     esc,
     fmt_bool,
     fmt_number,
     fmt_rate,
     shorten_text,
 )
+from agentflow_env.evaluation.viewer.html import FILTER_SCRIPT, page
+from agentflow_env.evaluation.viewer.rows import INCOMPLETE, EpisodeRow
 
 __all__ = ["index_page"]
 

@@ -18,8 +18,8 @@ from agentflow_env.evaluation.plots import (
     plot_label,
     summary_bars,
 )
+from agentflow_env.evaluation.text import as_mapping
 from agentflow_env.evaluation.viewer.rows import EpisodeRow
-from agentflow_env.evaluation.viewer.text import as_mapping
 
 __all__ = [
     "MissingPlotDependency",

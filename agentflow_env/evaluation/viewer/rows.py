@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentflow_env.evaluation.viewer.text import as_float, as_int, as_list, as_mapping, as_text
+from agentflow_env.evaluation.text import as_float, as_int, as_list, as_mapping, as_text
 from agentflow_env.workflow.turn_log import LoggedEpisode
 
 __all__ = ["INCOMPLETE", "NO_RUN", "EpisodeRow", "chosen_tool", "episode_rows"]

@@ -12,8 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from agentflow_env.evaluation.viewer.rows import chosen_tool
-from agentflow_env.evaluation.viewer.text import (
+from agentflow_env.evaluation.text import (
     as_list,
     as_mapping,
     as_text,
@@ -21,6 +20,7 @@ from agentflow_env.evaluation.viewer.text import (
     fmt_number,
     json_text,
 )
+from agentflow_env.evaluation.viewer.rows import chosen_tool
 
 __all__ = ["item_list", "turn_section"]
 

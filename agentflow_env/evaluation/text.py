@@ -1,4 +1,5 @@
-"""Untrusted log values as safe HTML text, and the small formatters the viewer's pages share.
+"""Untrusted log values as safe text and HTML, and the small formatters the viewer's pages and
+the eval plots share.
 
 Everything read from a trajectory log (questions, actions, tool outputs, even ids and numbers)
 may be anything: text holding ``<script>``, ``</pre>`` or quotes, lone surrogates, control

@@ -1,4 +1,7 @@
-"""Turn-level advantages for the trajectories of one task: one family, three named methods.
+"""Group credit: advantages for the trajectories of one task, from their rewards and turns.
+
+``flow_grpo_advantages`` gives one value per trajectory; ``turn_advantages`` one per turn, by one
+of a family of three named methods.
 
 Flow-GRPO gives every planner turn of trajectory ``i`` the same advantage, its group-normalised
 terminal reward. The other two methods give each turn its own value, from what the episode did
@@ -40,7 +43,7 @@ from typing import Literal, get_args
 
 import numpy as np
 
-from agentflow_env.workflow.trajectory import Trajectory, TurnSample, flow_grpo_advantages
+from agentflow_env.workflow.trajectory import Trajectory, TurnSample
 
 CreditMethod = Literal["broadcast", "progress", "monte_carlo"]
 CREDIT_METHODS: tuple[str, ...] = get_args(CreditMethod)
@@ -51,8 +54,52 @@ __all__ = [
     "TrajectoryCredit",
     "credited_samples",
     "flat_token_advantages",
+    "flow_grpo_advantages",
     "turn_advantages",
 ]
+
+
+def flow_grpo_advantages(
+    rewards: Sequence[float],
+    turns: Sequence[int] | None = None,
+    *,
+    normalize: Literal["trajectory", "turn"] = "trajectory",
+    eps: float = 1e-9,
+    ddof: int = 1,
+) -> list[float]:
+    """Group-normalised advantages of the trajectories of one task, one value per trajectory.
+
+    ``A_i = (R_i - mean) / (std + eps)``; the caller broadcasts ``A_i`` to every planner turn (and
+    token) of trajectory i.
+
+    - ``normalize="trajectory"`` (the Flow-GRPO paper, and OpenRLHF's ``group_norm``): mean and
+      std over the group's trajectory rewards, each trajectory counted once.
+    - ``normalize="turn"`` (what the AgentFlow code does): every planner turn is a sample carrying
+      its trajectory's reward, so mean and std are over turn samples and longer trajectories
+      weigh more. Needs ``turns`` (planner turns per trajectory).
+
+    ``ddof=1`` (unbiased std) and ``eps=1e-9`` match OpenRLHF and ``torch.std``. A group whose
+    rewards are all equal gets zero advantages.
+    """
+    values = np.asarray(rewards, dtype=np.float64)
+    if values.ndim != 1 or values.size == 0:
+        raise ValueError("rewards must be a non-empty 1-D sequence")
+    if normalize == "trajectory":
+        population = values
+    elif normalize == "turn":
+        if turns is None or len(turns) != len(values):
+            raise ValueError("normalize='turn' needs the number of turns of every trajectory")
+        counts = np.asarray(turns, dtype=np.int64)
+        if (counts < 1).any():
+            raise ValueError("every trajectory needs at least one turn")
+        population = np.repeat(values, counts)
+    else:
+        raise ValueError(f"normalize must be 'trajectory' or 'turn', got {normalize!r}")
+    if np.all(population == population[0]):
+        return [0.0] * len(values)
+    std = float(population.std(ddof=ddof)) if population.size > ddof else 0.0
+    mean = float(population.mean())
+    return [float((r - mean) / (std + eps)) for r in values]
 
 
 @dataclass(frozen=True)
