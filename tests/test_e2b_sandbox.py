@@ -178,12 +178,13 @@ def test_reuse_keeps_one_sandbox_until_close(standin: StandIn) -> None:
 
 
 def test_reused_sandbox_is_dropped_after_a_timeout(standin: StandIn) -> None:
-    sandbox = E2BSandbox(SandboxLimits(timeout_s=0.3), reuse=True)
+    # A limit far above a loaded machine's round trip, so only the scripted hang times out.
+    sandbox = E2BSandbox(SandboxLimits(timeout_s=2.0), reuse=True)
 
     async def calls() -> object:
         await sandbox.run("print(1)")
         assert sandbox._sandbox is not None
-        standin.scripted.append(Script([], delay_s=1.0))
+        standin.scripted.append(Script([], delay_s=5.0))
         result = await sandbox.run("while True: pass")
         assert result.timed_out
         return sandbox._sandbox
