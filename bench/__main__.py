@@ -14,11 +14,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from .concurrency import concurrency_figures
-from .env_figures import growth_figures, memory_figures, step_vs_tokenize
+from .env_figures import episode_memory_figures, growth_figures, memory_figures, step_vs_tokenize
 from .fork_cost import fork_cost_figures
 from .loop_blocking import loop_blocking_figures
 from .report import Record, machine, not_available, print_table, write_json
-from .retrieval import corpus_curve, library_figures, server_figure
+from .retrieval import corpus_step_figures, library_figures, server_figure
 
 DEFAULT_OUT = Path("runs/bench/results.json")
 
@@ -42,7 +42,7 @@ FULL = Sizes(
     30,
     30,
     (1, 64, 256),
-    (1, 8, 64, 256),
+    (1, 2, 4, 8, 16, 32, 64, 128, 256),
     8,
     0.1,
     (64, 256),
@@ -56,7 +56,9 @@ QUICK = Sizes(
 )
 
 
-def run_suite(sizes: Sizes, quick: bool) -> tuple[dict[str, Record], dict[str, float]]:
+def run_suite(
+    sizes: Sizes, quick: bool, loaded: bool = True
+) -> tuple[dict[str, Record], dict[str, float]]:
     figures: dict[str, Record] = {}
     timings: dict[str, float] = {}
 
@@ -75,23 +77,36 @@ def run_suite(sizes: Sizes, quick: bool) -> tuple[dict[str, Record], dict[str, f
     )
     stage("flat growth and turn curve", lambda: growth_figures(sizes.episodes, sizes.turns))
     stage("memory of many envs", lambda: memory_figures(list(sizes.envs)))
+    stage("memory of one episode", lambda: episode_memory_figures([1, 10, sizes.turns]))
     stage(
         "LLM-module concurrency",
         lambda: concurrency_figures(list(sizes.levels), sizes.sequential, sizes.delay_s),
     )
+    if loaded:
+        stage(
+            "LLM-module concurrency under one busy core",
+            lambda: concurrency_figures(
+                list(sizes.levels), sizes.sequential, sizes.delay_s, loaded=True
+            ),
+        )
+    else:
+        for n in (64, 256):
+            figures[f"concurrency.episodes_per_s_{n}_vs_1_loaded"] = not_available(
+                "--no-load skips the figures under background load"
+            )
     stage("event-loop blocking", lambda: loop_blocking_figures(list(sizes.loop_levels)))
     stage("fork cost", lambda: fork_cost_figures(sizes.turns, 10 if quick else 100))
 
     def retrieval() -> dict[str, Record]:
-        found, tool_ms = library_figures(list(sizes.corpus_sizes), sizes.queries)
+        found, _ = library_figures(list(sizes.corpus_sizes), sizes.queries)
         for label in ("10k", "200k"):
             for key in (
                 f"retrieval.tool_vs_bm25s_{label}",
                 f"retrieval.rank_bm25_vs_bm25s_{label}",
             ):
                 found.setdefault(key, not_available("--quick limits the corpus sizes"))
-        step_ms = figures["step_vs_tokenize.structured"]["measured"]
-        found["step_cost.corpus_growth"] = corpus_curve(tool_ms, step_ms)
+        steps = (1000, 20_000, 200_000) if not quick else (1000, 10_000)
+        found.update(corpus_step_figures(list(steps), *((1, 3) if quick else ())))
         found["retriever_server.qps_64_vs_1"] = server_figure(
             sizes.server_docs, sizes.server_requests
         )
@@ -107,10 +122,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--out", type=Path, default=DEFAULT_OUT, help=f"JSON path (default {DEFAULT_OUT})"
     )
+    parser.add_argument(
+        "--no-load",
+        action="store_true",
+        help="skip the concurrency figures under background load (one busy core)",
+    )
     args = parser.parse_args(argv)
     started = time.perf_counter()
     sizes = QUICK if args.quick else FULL
-    figures, timings = run_suite(sizes, args.quick)
+    figures, timings = run_suite(sizes, args.quick, loaded=not args.no_load)
     print_table(figures)
     elapsed = time.perf_counter() - started
     write_json(

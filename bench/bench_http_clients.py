@@ -7,17 +7,20 @@ not share our GIL) answers every ``POST /v1/chat/completions`` after ``--delay``
 
 - httpx, one ``AsyncClient`` whose pool holds ``--callers`` connections;
 - httpx, ``--pools`` clients of ``callers / pools`` connections each, callers spread over them;
-- aiohttp, one ``ClientSession`` with a ``TCPConnector(limit=callers)`` (what the package uses).
+- aiohttp, one ``ClientSession`` with a ``TCPConnector(limit=callers)`` (what the package uses);
+- the package's ``ChatClient`` over that (the same request; its own cost on top: building and
+  neutralizing the body, the deadline, the retry loop, reading the choice).
 
 Wall time is from the first request to the last reply; client CPU is this process's CPU time
 over the same span (the server's CPU is not counted). Every reply's JSON is parsed. Each
 configuration runs ``--repeats`` times (fresh client each time, connections opened inside the
-timed span); the table shows the median run. The ideal wall time is
+timed span); the table shows the median run, and how many connections each run opened (all
+clients keep them alive: at most one per caller). The ideal wall time is
 ``requests x delay`` (every caller always waiting on the server).
 
     python bench/bench_http_clients.py --callers 64 --requests 6 --delay 0.1 --repeats 3
 
-Needs ``httpx`` (a core dependency) and ``aiohttp`` (the ``llm`` extra).
+Needs ``httpx`` and ``aiohttp`` (both core dependencies).
 """
 
 from __future__ import annotations
@@ -32,13 +35,10 @@ from typing import Any
 
 from fake_server import start_fake_server
 
+MESSAGES = [{"role": "user", "content": "Which tool should run next?"}]
 BODY = json.dumps(
-    {
-        "model": "fake",
-        "messages": [{"role": "user", "content": "Which tool should run next?"}],
-        "temperature": 0.0,
-        "max_tokens": 64,
-    }
+    {"model": "fake", "messages": MESSAGES, "temperature": 0.0, "max_tokens": 64},
+    ensure_ascii=False,
 ).encode()
 HEADERS = {"Content-Type": "application/json"}
 
@@ -100,6 +100,45 @@ async def run_aiohttp(url: str, callers: int, requests: int) -> tuple[float, flo
         await session.close()
 
 
+async def run_chat_client(base_url: str, callers: int, requests: int) -> tuple[float, float]:
+    from agentflow_env.llm import ChatClient, LLMEndpoint
+
+    endpoint = LLMEndpoint(base_url, "fake", max_concurrency=callers, max_tokens=64)
+    client = ChatClient(endpoint)
+
+    async def post(index: int) -> None:
+        if not (await client.chat(MESSAGES)).text:
+            raise RuntimeError("empty reply")
+
+    try:
+        return await _drive(post, callers, requests)
+    finally:
+        await client.aclose()
+
+
+class _Connections:
+    """Counts the TCP connections aiohttp opens (httpx's are not counted)."""
+
+    def __init__(self) -> None:
+        self.opened = 0
+
+    def __enter__(self) -> _Connections:
+        import aiohttp
+
+        self._connector = aiohttp.TCPConnector
+        self._create = create = self._connector._create_connection
+
+        async def counted(connector: Any, *args: Any, **kwargs: Any) -> Any:
+            self.opened += 1
+            return await create(connector, *args, **kwargs)
+
+        self._connector._create_connection = counted  # type: ignore[method-assign]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._connector._create_connection = self._create  # type: ignore[method-assign]
+
+
 def main(argv: list[str] | None = None) -> list[tuple[str, float, float]]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--callers", type=int, default=64, help="concurrent callers")
@@ -125,15 +164,28 @@ def main(argv: list[str] | None = None) -> list[tuple[str, float, float]]:
             f"aiohttp {version('aiohttp')}, one pool of {args.callers}",
             lambda: run_aiohttp(url, args.callers, args.requests),
         ),
+        (
+            f"ChatClient (aiohttp), one pool of {args.callers}",
+            lambda: run_chat_client(f"http://127.0.0.1:{port}/v1", args.callers, args.requests),
+        ),
     ]
     rows = []
     try:
         for label, setup in setups:
-            runs = sorted(asyncio.run(setup()) for _ in range(args.repeats))
+            runs, opened = [], []
+            for _ in range(args.repeats):
+                with _Connections() as connections:
+                    runs.append(asyncio.run(setup()))
+                opened.append(connections.opened)
+            runs.sort()
             wall, cpu = runs[len(runs) // 2]
             spread = f"{runs[0][0]:.2f}-{runs[-1][0]:.2f} s"
             rows.append((label, wall, cpu))
-            print(f"{label}: wall {wall:.2f} s (runs {spread}), client CPU {cpu:.2f} s", flush=True)
+            shown = "" if label.startswith("httpx") else f", connections opened {opened}"
+            print(
+                f"{label}: wall {wall:.2f} s (runs {spread}), client CPU {cpu:.2f} s{shown}",
+                flush=True,
+            )
     finally:
         if process.stdin is not None:
             process.stdin.close()

@@ -10,7 +10,7 @@ async session API (``env.unwrapped.new_session(task)``, ``await session.start()`
 
 The target: 64 concurrent episodes reach at least 40x the episodes per second of one at a time.
 One at a time, an episode is almost all waiting (6 x 100 ms); concurrently, the client's CPU
-work (mostly the env tokenizing observations, ~8-10 ms per episode) becomes the limit, so the
+work (a few ms per episode: `python -m bench` reports it with its profile) becomes the limit, so the
 ratio drops when other processes compete for the cores.
 """
 

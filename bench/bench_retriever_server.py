@@ -1,13 +1,15 @@
 """Throughput of the shared retriever server with one client and with many concurrent clients.
 
     python bench/bench_retriever_server.py [--retriever bm25|dense|hybrid] [--dense-model PATH]
-        [--docs 20000] [--clients 1,64] [--requests 2000] [--window-ms 2]
+        [--docs 20000] [--clients 1,64] [--requests 2000] [--window-ms 2] [--workers 1]
 
 The server runs as its own process (``agentflow-env serve-retriever`` on a generated corpus, as
-env workers would share it); this process sends single-query requests from N concurrent
-clients (asyncio, one ``RemoteRetriever``) and reports queries/s per N, the ratio against one
-client, and how the server batched them (``/health``). On few cores the client's own HTTP
-work (httpx, ~2-3 ms CPU per request) competes with the server for the CPUs.
+env workers would share it; ``--workers N``: N server processes on its port); this process
+sends single-query requests from N concurrent clients (asyncio, one ``RemoteRetriever``) and
+reports queries/s per N, the ratio against one client, and how the server batched them
+(``/health``; with several workers, the counters of the worker that answered). On few cores
+the client's own HTTP work (aiohttp, ~0.25 ms CPU per request with 64 clients; httpx took
+~2-3 ms) competes with the server for the CPUs.
 """
 
 from __future__ import annotations
@@ -95,9 +97,11 @@ def main() -> None:
     parser.add_argument("--clients", default="1,64", help="comma-separated client counts")
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--window-ms", type=float, default=2.0)
+    parser.add_argument("--workers", type=int, default=1, help="server processes on the port")
     args = parser.parse_args()
     queries = random_queries(args.requests)
     options = ["--retriever", args.retriever, "--batch-window-ms", str(args.window_ms)]
+    options += ["--workers", str(args.workers)]
     if args.dense_model:
         options += ["--dense-model", args.dense_model]
     with tempfile.TemporaryDirectory() as tmp:

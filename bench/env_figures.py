@@ -1,8 +1,10 @@
-"""Figures of one env: step vs its tokenization floor, flat-mode growth, memory of many envs.
+"""Figures of one env: step vs its tokenization floor, flat-mode growth, memory of many envs,
+memory of one episode as its turns accumulate.
 
 Each drives the embedded default (``AgentFlow-Search-v0``: synthetic world, BM25 search, rule
-modules) through the Gymnasium API. The memory figure runs in a child process
-(``python -m bench.env_figures memory N...``) so its resident set is the envs' alone.
+modules) through the Gymnasium API. The memory figures run in a child process
+(``python -m bench.env_figures memory N...``, ``... episode-memory TURN...``) so its resident
+set is the envs' alone.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import statistics
 import subprocess
 import sys
 import time
+import tracemalloc
 from typing import Any
 
 import gymnasium as gym
@@ -125,6 +128,7 @@ def growth_figures(episodes: int, turns: int) -> dict[str, Record]:
             ms[0],
             what=f"{mode} step ms at turn {len(ms)}",
             against="turn 1",
+            target=1.5,
             curve_step_ms=ms,
             curve_ratio=[m / ms[0] for m in ms],
             curve_observation_tokens=curve["observation_tokens"],
@@ -173,6 +177,74 @@ def memory_figures(counts: list[int]) -> dict[str, Record]:
     }
 
 
+def _search_action(turn: int) -> str:
+    """A Search for words that never answer (the episode runs to its turn limit)."""
+    return format_planner_action(
+        "Look for more evidence.", f"unrelated words {turn}", "Gather evidence.", "Search"
+    )
+
+
+def episode_memory_child(turns: list[int]) -> dict[str, dict[str, list[float]]]:
+    """Per observation mode: the bytes one episode holds after each of ``turns`` (tracemalloc:
+    what was allocated since its ``reset`` and is still alive, after a garbage collection),
+    and the process's resident MB then. A first episode, untraced, warms the caches."""
+    last = max(turns)
+    curves: dict[str, dict[str, list[float]]] = {}
+    for mode in ("structured", "flat"):
+        env = gym.make(ENV_ID, observation_mode=mode, max_turns=last + 1, hops=3)
+        for traced in (False, True):
+            gc.collect()
+            if traced:
+                tracemalloc.start()
+            env.reset(seed=0)
+            held: list[float] = []
+            rss: list[float] = []
+            for turn in range(1, last + 1):
+                _, _, terminated, truncated, _ = env.step(_search_action(turn))
+                if traced and turn in turns:
+                    gc.collect()
+                    held.append(float(tracemalloc.get_traced_memory()[0]))
+                    rss.append(_rss_mb())
+                if terminated or truncated:
+                    raise RuntimeError(f"the {mode} episode ended at turn {turn}")
+            if traced:
+                tracemalloc.stop()
+                curves[mode] = {"bytes": held, "rss_mb": rss}
+        env.close()
+    return curves
+
+
+def episode_memory_figures(turns: list[int]) -> dict[str, Record]:
+    """``memory.episode_turns_<mode>``: the bytes one episode holds at its last turn of
+    ``turns`` against the first (turn 1), with the curve; per observation mode."""
+    command = [sys.executable, "-m", "bench.env_figures", "episode-memory", *map(str, turns)]
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode:
+        reason = f"the episode-memory child failed: {done.stderr.strip()[-500:]}"
+        return {f"memory.episode_turns_{m}": not_available(reason) for m in ("structured", "flat")}
+    curves = json.loads(done.stdout.splitlines()[-1])
+    figures: dict[str, Record] = {}
+    for mode, curve in curves.items():
+        held = curve["bytes"]
+        figures[f"memory.episode_turns_{mode}"] = ratio(
+            held[-1],
+            held[0],
+            what=f"bytes one {mode} episode holds at turn {turns[-1]}",
+            against=f"at turn {turns[0]}",
+            curve_turns=list(turns),
+            curve_bytes=held,
+            curve_ratio=[b / held[0] for b in held],
+            curve_rss_mb=curve["rss_mb"],
+            per_turn_bytes=(held[-1] - held[0]) / (turns[-1] - turns[0]),
+            method="tracemalloc: allocated since the episode's reset and alive after gc.collect() "
+            "(the session, its memory, observations and turn records); Search turns; rss_mb: "
+            "the child process's resident set",
+        )
+    return figures
+
+
 if __name__ == "__main__":
     if sys.argv[1:2] == ["memory"]:
         print(json.dumps(memory_child([int(n) for n in sys.argv[2:]])))
+    elif sys.argv[1:2] == ["episode-memory"]:
+        print(json.dumps(episode_memory_child(sorted(int(n) for n in sys.argv[2:]))))

@@ -28,6 +28,8 @@ from pathlib import Path
 PACKAGE = "agentflow_env"
 ROOT = Path(__file__).resolve().parents[1]
 # Third-party modules imported only inside functions (optional, heavy, or platform-specific).
+# aiohttp is a core dependency, but only the LLM client and the remote retriever (client and
+# server) need it, and it costs ~0.1 s to import: every env would pay that at import time.
 OPTIONAL = {
     "aiohttp",
     "e2b",

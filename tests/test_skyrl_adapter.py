@@ -100,8 +100,9 @@ class FakeInferenceClient:
         self.params.append(params)
         mirror = self.by_session.get(session_id)
         if mirror is None:
-            for candidate in self.free:
-                if await candidate.first_prompt() == list(prompt):
+            for candidate in list(self.free):  # other requests claim mirrors while this waits
+                first = await candidate.first_prompt()
+                if first == list(prompt) and candidate in self.free:
                     mirror = self.by_session[session_id] = candidate
                     self.free.remove(candidate)
                     break
@@ -388,8 +389,9 @@ class ScriptedClient(FakeInferenceClient):
         (session_id,) = input_batch["session_ids"]
         call = self.calls[session_id] = self.calls.get(session_id, -1) + 1
         if self.answer is not None and call == 0 and session_id not in self.by_session:
-            for candidate in self.free:  # claim the mirror as the parent does
-                if await candidate.first_prompt() == list(input_batch["prompt_token_ids"][0]):
+            for candidate in list(self.free):  # claim the mirror as the parent does
+                first = await candidate.first_prompt()
+                if first == list(input_batch["prompt_token_ids"][0]) and candidate in self.free:
                     self.by_session[session_id] = candidate
                     self.free.remove(candidate)
                     break

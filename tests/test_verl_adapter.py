@@ -107,8 +107,9 @@ class FakeServerManager:
         self.calls.append({"request_id": request_id, "sampling_params": dict(sampling_params)})
         mirror = self.by_request.get(request_id)
         if mirror is None:
-            for candidate in self.free:
-                if await candidate.first_prompt() == list(prompt_ids):
+            for candidate in list(self.free):  # other requests claim mirrors while this waits
+                first = await candidate.first_prompt()
+                if first == list(prompt_ids) and candidate in self.free:
                     mirror = self.by_request[request_id] = candidate
                     self.free.remove(candidate)
                     break

@@ -5,11 +5,18 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agentflow_env.base.tokens import ChatTokenizer, load_default_tokenizer, render_chatml
+from agentflow_env.base.tokens import (
+    ChatTokenizer,
+    SplitPoints,
+    load_default_tokenizer,
+    render_chatml,
+    split_points_of,
+)
 
 
 class HFChatTokenizer:
@@ -44,6 +51,16 @@ class HFChatTokenizer:
 
     def encode(self, text: str) -> list[int]:
         return list(self.hf.encode(text, add_special_tokens=False))
+
+    @functools.cached_property
+    def split_points(self) -> SplitPoints | None:
+        """Where this tokenizer's encodings may be cut (``SplitPoints``): read from a fast
+        tokenizer's backend; ``None`` for any other, or for a subclass with its own ``encode``."""
+        if type(self).encode is not HFChatTokenizer.encode:
+            return None
+        if not getattr(self.hf, "is_fast", False):
+            return None
+        return split_points_of(getattr(self.hf, "backend_tokenizer", None))
 
     def decode(self, ids: Sequence[int]) -> str:
         return str(

@@ -1,4 +1,4 @@
-"""Posting JSON with retries: what the retriever client and the web-search tool share.
+"""Posting JSON with retries, over httpx: what the web-search tool and the web page reader use.
 
 Connection errors, timeouts and the statuses in ``RETRYABLE_STATUS`` are retried after a
 backoff; any other answer is returned for the caller to judge (its errors name its service).

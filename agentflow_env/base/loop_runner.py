@@ -1,11 +1,13 @@
-"""Driving async sessions from synchronous code."""
+"""Driving async sessions from synchronous code, and sharing one loop between many of them."""
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
 import threading
+import time
 import weakref
+from collections import deque
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
@@ -65,3 +67,87 @@ class LoopRunner:
 def _close_loop(loop: asyncio.AbstractEventLoop) -> None:
     if not loop.is_closed() and not loop.is_running():
         loop.close()
+
+
+# -- sharing one loop ------------------------------------------------------------------------
+SLICE_S = 0.004
+"""About the most time that coroutines passing ``yield_to_loop`` run, together, in one pass of
+the loop (a phase may run over it) before the loop's other callbacks get their turn."""
+
+
+class _Turns:
+    """How one loop's coroutines take turns at ``yield_to_loop``.
+
+    A *slice* is the CPU work that coroutines passing ``yield_to_loop`` run in one pass of the
+    loop. It starts at the first such point of a pass, which schedules a callback (``_tick``)
+    for the next pass to end it. A coroutine goes on while the slice is under ``SLICE_S`` and no
+    one waits; otherwise it waits, in order. A tick finding coroutines waiting admits the first
+    (the holder) and starts its slice; the holder goes on while that lasts, waiters or not. So a
+    pass runs about ``SLICE_S`` of such work, and the loop's timers and I/O run between passes.
+    """
+
+    __slots__ = ("holder", "slice_started", "tick_pending", "waiting")
+
+    def __init__(self) -> None:
+        self.slice_started: float | None = None
+        self.holder: asyncio.Task[Any] | None = None
+        self.tick_pending = False
+        self.waiting: deque[tuple[asyncio.Future[None], asyncio.Task[Any] | None]] = deque()
+
+    def begin(self, loop: asyncio.AbstractEventLoop, now: float) -> None:
+        self.slice_started = now
+        self.schedule_tick(loop)
+
+    def schedule_tick(self, loop: asyncio.AbstractEventLoop) -> None:
+        if not self.tick_pending:
+            self.tick_pending = True
+            loop.call_soon(self._tick, loop)
+
+    def _tick(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.tick_pending = False
+        self.slice_started = self.holder = None
+        while self.waiting:
+            admitted, task = self.waiting.popleft()
+            if not admitted.done():  # a cancelled waiter is skipped
+                admitted.set_result(None)
+                self.holder = task
+                self.begin(loop, time.perf_counter())
+                return
+
+
+_turns: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Turns] = weakref.WeakKeyDictionary()
+_turns_lock = threading.Lock()
+
+
+def _turns_of(loop: asyncio.AbstractEventLoop) -> _Turns:
+    turns = _turns.get(loop)
+    if turns is None:
+        with _turns_lock:
+            turns = _turns.setdefault(loop, _Turns())
+    return turns
+
+
+async def yield_to_loop() -> None:
+    """A point between two CPU-bound phases of a coroutine where the loop may run other work.
+
+    Many coroutines on one loop (a trainer's trajectories, all woken in one round) take turns
+    here: the phases run in one pass of the loop add up to about ``SLICE_S``, the others wait,
+    in order, for later passes, and the loop's timers and I/O (the trainer's generation, LLM
+    replies) run in between instead of waiting behind all of them. A coroutine alone within its
+    slice goes straight on. What each coroutine computes is unchanged; only when.
+    """
+    loop = asyncio.get_running_loop()
+    turns = _turns_of(loop)
+    now = time.perf_counter()
+    if turns.slice_started is None:
+        if not turns.waiting:
+            turns.begin(loop, now)
+            return
+    elif now - turns.slice_started < SLICE_S and (
+        not turns.waiting or asyncio.current_task(loop) is turns.holder
+    ):
+        return
+    admitted: asyncio.Future[None] = loop.create_future()
+    turns.waiting.append((admitted, asyncio.current_task(loop)))
+    turns.schedule_tick(loop)
+    await admitted

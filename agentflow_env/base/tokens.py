@@ -10,9 +10,11 @@ lazily for trainers that need a Hugging Face tokenizer.
 from __future__ import annotations
 
 import functools
+import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from importlib import resources
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
@@ -28,8 +30,10 @@ __all__ = [
     "SPECIAL_TOKENS",
     "BundledTokenizer",
     "ChatTokenizer",
+    "SplitPoints",
     "load_default_tokenizer",
     "render_chatml",
+    "split_points_of",
     "to_hf_tokenizer",
     "train_bpe",
 ]
@@ -90,6 +94,143 @@ def render_chatml(messages: Sequence[Mapping[str, str]], add_generation_prompt: 
     return "".join(parts)
 
 
+# The pre-tokenizer regexes ``split_points_of`` knows besides GPT-2's (the one
+# ``ByteLevel(use_regex=True)`` applies), as tokenizer.json spells them: Llama 3's and Qwen 2's,
+# which differ only in how many digits a number piece takes.
+LLAMA3_SPLIT = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+    r"|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+QWEN2_SPLIT = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+    r"|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+NEWLINE_SPLITS = frozenset({LLAMA3_SPLIT, QWEN2_SPLIT})
+_PRINTABLE = "".join(chr(c) for c in range(0x21, 0x7F))
+_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+
+class SplitPoints:
+    """Where a text may be cut so that encoding its two parts apart gives exactly the ids of
+    encoding it whole: ``encode(text) == encode(text[:at]) + encode(text[at:])`` whenever
+    ``is_cut(text, at)``.
+
+    Built by ``split_points_of`` for a tokenizer whose ids are provably local there: no normalizer
+    (or NFC), one of the pre-tokenizer regexes above, added tokens without whitespace or strip
+    flags, and a model that encodes each pre-token piece on its own (every ``tokenizers`` model).
+    Then a cut is safe where the pieces of the whole text have a boundary and the pieces on each
+    side do not depend on the other side:
+
+    - GPT-2's regex, ``ByteLevel``'s own (``cut_before_space``): before the last character of a run of whitespace,
+      that character being a space or a newline and the next one printable ASCII. The run's
+      other characters form one piece whether the text goes on or ends there; the last one
+      starts the next piece (a space joins the word after it, a newline stands alone).
+    - Llama 3's and Qwen 2's regexes (``cut_before_space=False``): after a newline and before
+      an ASCII letter. A piece holding a newline ends at the first character that is not
+      whitespace, and a letter piece starts there, since no newline can lead it.
+
+    The character after the cut never starts an added token, so the added-token split (done
+    before the regex) is the same on each side as in the whole text.
+    """
+
+    def __init__(self, *, cut_before_space: bool, excluded: str = "") -> None:
+        if cut_before_space:
+            allowed = "".join(ch for ch in _PRINTABLE if ch not in excluded)
+            pattern = f"(?=[ \\n][{re.escape(allowed)}])"
+        else:
+            allowed = "".join(ch for ch in _LETTERS if ch not in excluded)
+            pattern = f"(?<=\\n)(?=[{re.escape(allowed)}])"
+        self.cut_before_space = cut_before_space
+        self._pattern = re.compile(pattern)
+
+    def is_cut(self, text: str, at: int) -> bool:
+        """Whether ``text`` may be cut at ``at`` (never at either end: nothing to split)."""
+        return 0 < at < len(text) and self._pattern.match(text, at) is not None
+
+    def next_cut(self, text: str, start: int, end: int | None = None) -> int:
+        """The first cut at or after ``start`` and before ``end`` (the end of ``text`` by
+        default), or -1 where there is none."""
+        stop = len(text) if end is None else min(len(text), end + 1)
+        match = self._pattern.search(text, max(start, 1), stop)
+        if (
+            match is None
+            or match.start() >= len(text)
+            or (end is not None and match.start() >= end)
+        ):
+            return -1
+        return match.start()
+
+    def last_cut(self, text: str, start: int, end: int) -> int:
+        """The last cut at or after ``start`` and before ``end``, or -1 where there is none."""
+        last = -1
+        for match in self._pattern.finditer(text, max(start, 1), min(len(text), end + 1)):
+            if match.start() >= min(end, len(text)):
+                break
+            last = match.start()
+        return last
+
+    def __repr__(self) -> str:
+        return f"SplitPoints(cut_before_space={self.cut_before_space})"
+
+
+def split_points_of(backend: Any) -> SplitPoints | None:
+    """The safe cuts of a ``tokenizers.Tokenizer``'s encoding (see ``SplitPoints``), or ``None``
+    where they cannot be shown from its configuration (then encode whole texts)."""
+    if not isinstance(backend, Tokenizer) or backend.truncation or backend.padding:
+        return None
+    if getattr(backend.model, "dropout", None):
+        return None
+    normalizer = _state(backend.normalizer)
+    if normalizer is not None and normalizer != {"type": "NFC"}:
+        return None
+    added = list(backend.get_added_tokens_decoder().values())
+    for token in added:
+        content = str(token.content)
+        if not content or token.lstrip or token.rstrip or token.single_word:
+            return None
+        if any(ch.isspace() for ch in content):
+            return None
+    excluded = "".join(sorted({str(token.content)[0] for token in added}))
+    cut_before_space = _splits_like_gpt2(_state(backend.pre_tokenizer))
+    if cut_before_space is None:
+        return None
+    return SplitPoints(cut_before_space=cut_before_space, excluded=excluded)
+
+
+def _state(component: Any) -> Any:
+    """A tokenizer component's configuration as plain data (``None`` for none)."""
+    if component is None:
+        return None
+    try:
+        return json.loads(component.__getstate__())
+    except (AttributeError, TypeError, ValueError):
+        return {"type": "unknown"}
+
+
+def _splits_like_gpt2(config: Any) -> bool | None:
+    """``True`` for GPT-2's regex, ``False`` for Llama 3's or Qwen 2's, ``None`` for any other
+    pre-tokenizer (or one adding a prefix space)."""
+    if not isinstance(config, dict):
+        return None
+    if config.get("type") == "ByteLevel":
+        plain = config.get("add_prefix_space") is False
+        return True if plain and config.get("use_regex") is True else None
+    if config.get("type") != "Sequence":
+        return None
+    parts = config.get("pretokenizers") or []
+    if len(parts) != 2 or not isinstance(parts[0], dict) or not isinstance(parts[1], dict):
+        return None
+    split, byte_level = parts
+    if byte_level.get("type") != "ByteLevel" or byte_level.get("use_regex") is not False:
+        return None
+    if byte_level.get("add_prefix_space") is not False:
+        return None
+    if split.get("type") != "Split" or split.get("behavior") != "Isolated" or split.get("invert"):
+        return None
+    pattern = (split.get("pattern") or {}).get("Regex")
+    return False if pattern in NEWLINE_SPLITS else None
+
+
 class BundledTokenizer:
     """A byte-level BPE over ``tokenizers.Tokenizer`` with ChatML special tokens.
 
@@ -137,6 +278,14 @@ class BundledTokenizer:
     @property
     def im_start_id(self) -> int:
         return self._im_start_id
+
+    @functools.cached_property
+    def split_points(self) -> SplitPoints | None:
+        """Where this tokenizer's encodings may be cut (``SplitPoints``); ``None`` for a
+        subclass with its own ``encode``."""
+        if type(self).encode is not BundledTokenizer.encode:
+            return None
+        return split_points_of(self._tokenizer)
 
     @property
     def backend(self) -> Tokenizer:

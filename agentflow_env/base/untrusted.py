@@ -36,7 +36,7 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 def repair_surrogates(text: str) -> str:
     """``text`` with surrogate pairs joined and lone surrogates replaced by U+FFFD."""
-    if _SURROGATE.search(text) is None:
+    if text.isascii() or _SURROGATE.search(text) is None:  # isascii: a flag, no scan
         return text
     return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
 
@@ -60,7 +60,42 @@ def neutralize_chat_markup(text: str) -> str:
     env's own observations use the exact markers of its tokenizer (``PlainText``).
     """
     text = repair_surrogates(text)
-    return _CHAT_MARKUP.sub(lambda m: m.group(0)[0] + BREAK + m.group(0)[1:], text)
+    if text.count("<") + text.count("[") > _FEW_MARKUP_STARTS:
+        return _CHAT_MARKUP.sub(_broken, text)
+    # Every marker starts with "<" or "[": trying the pattern only there finds the matches a
+    # scan of every position finds (the same, left to right, without overlaps), much faster.
+    starts = [i for mark in "<[" for i in _positions(text, mark)]
+    starts.sort()
+    pieces: list[str] = []
+    done = 0
+    for start in starts:
+        match = _CHAT_MARKUP.match(text, start) if start >= done else None
+        if match is not None:
+            pieces += (text[done:start], _broken(match))
+            done = match.end()
+    if not pieces:
+        return text
+    pieces.append(text[done:])
+    return "".join(pieces)
+
+
+_FEW_MARKUP_STARTS = 64
+"""With more "<" and "[" than this, one scan of the whole text is faster than a try at each."""
+
+
+def _broken(match: re.Match[str]) -> str:
+    """A matched marker with a zero-width space after its first character."""
+    marker = match.group(0)
+    return marker[0] + BREAK + marker[1:]
+
+
+def _positions(text: str, mark: str) -> list[int]:
+    found = []
+    at = text.find(mark)
+    while at >= 0:
+        found.append(at)
+        at = text.find(mark, at + 1)
+    return found
 
 
 def shorten(text: str, max_chars: int, note: str = " ...[shortened]") -> str:

@@ -42,6 +42,12 @@ def add_retrieval_commands(commands: Any) -> None:
         default=2.0,
         help="how long a request waits for others to share one batched search",
     )
+    serve.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="server processes sharing the port (SO_REUSEPORT) and the memory-mapped index",
+    )
     _add_retriever_options(
         serve,
         "bm25 (keywords), dense (sentence-transformers + FAISS; pip install "
@@ -103,4 +109,5 @@ def _serve_retriever_command(args: argparse.Namespace) -> int:
         dense_model=args.dense_model,
         query_prefix=args.query_prefix,
         passage_prefix=args.passage_prefix,
+        workers=args.workers,
     )

@@ -1,8 +1,8 @@
 """LLM backends: an async OpenAI-compatible client, the judge and its prompt, an optional vLLM
 engine (``agentflow_env.llm.vllm_engine``, imported on demand).
 
-Uses only ``agentflow_env.base`` (the ``llm-on-base`` contract in ``pyproject.toml``). Calling a model needs ``aiohttp`` (the ``llm`` extra),
-imported when the first client is made. The prompts of the LLM-backed frozen modules live with
+Uses only ``agentflow_env.base`` (the ``llm-on-base`` contract in ``pyproject.toml``). Calling a model uses ``aiohttp``
+(a core dependency), imported when the first client is made. The prompts of the LLM-backed frozen modules live with
 those modules, in ``agentflow_env.modules.prompts``.
 """
 

@@ -9,7 +9,7 @@ docs/llm.md.) Failed attempts (timeouts, connection errors, HTTP 429/5xx, malfor
 empty content) are retried with exponential backoff and jitter; after the last one the call raises
 ``LLMError``, a ``ModuleError`` that the session records and turns into a clean episode end.
 
-aiohttp (the ``llm`` extra) is imported when the first ``ChatClient`` is made, so endpoints,
+aiohttp (a core dependency) is imported when the first ``ChatClient`` is made, so endpoints,
 results and errors are usable without it. The first client also registers ``close_clients`` with
 ``LoopRunner`` (``on_loop_close``): an env closing its loop closes that loop's pools.
 """
@@ -24,9 +24,9 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agentflow_env.base.errors import ModuleError
 from agentflow_env.base.loop_runner import on_loop_close
@@ -48,7 +48,6 @@ __all__ = [
 ]
 
 Message = Mapping[str, str]
-T = TypeVar("T")
 _ENV_PREFIX = "AGENTFLOW"
 # Environment variable suffix -> LLMEndpoint field, e.g. AGENTFLOW_LLM_BASE_URL -> base_url.
 _ENV_FIELDS = {
@@ -68,7 +67,7 @@ class LLMError(ModuleError):
 
 
 def require_aiohttp() -> None:
-    """Raise a clear ``ImportError`` when aiohttp (the ``llm`` extra) is not installed."""
+    """Raise a clear ``ImportError`` when aiohttp is not installed (a broken install)."""
     try:
         import aiohttp  # noqa: F401
     except ImportError as exc:  # pragma: no cover - depends on the installed extras
@@ -289,7 +288,11 @@ class ChatClient:
             state = self._state()  # per attempt: the pool may have been closed meanwhile
             try:
                 async with state.semaphore:
-                    data = await _within(ep.timeout_s, self._post(state.http, payload))
+                    if _HAS_TIMEOUT:  # no extra coroutine or task per attempt
+                        async with asyncio.timeout(ep.timeout_s):
+                            data = await self._post(state.http, payload)
+                    else:  # pragma: no cover - Python 3.10
+                        data = await asyncio.wait_for(self._post(state.http, payload), ep.timeout_s)
                 text, finish = _read_choice(data)
             except asyncio.TimeoutError:
                 errors.append(f"attempt {attempt + 1}: timed out after {ep.timeout_s:g}s")
@@ -313,20 +316,23 @@ class ChatClient:
         )
 
     async def _post(self, http: aiohttp.ClientSession, payload: bytes) -> dict[str, Any]:
-        async with http.post(self.endpoint.chat_url, data=payload, headers=_JSON) as response:
+        # The session sends the Content-Type (and any key): no headers merged per request.
+        async with http.post(self.endpoint.chat_url, data=payload) as response:
             status = response.status
             raw = await response.read()
-        text = raw.decode("utf-8", errors="replace")
         if status == 429 or status >= 500:
-            raise _RetryableError(f"HTTP {status}: {text[:200]}")
+            raise _RetryableError(f"HTTP {status}: {_text(raw)[:200]}")
         if status >= 400:  # a bad request, key or model name: retrying won't help
             raise LLMError(
-                f"{self.endpoint.model} at {self.endpoint.chat_url}: HTTP {status}: {text[:500]}"
+                f"{self.endpoint.model} at {self.endpoint.chat_url}: HTTP {status}: "
+                f"{_text(raw)[:500]}"
             )
         try:
             data = json.loads(raw)
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise _RetryableError(f"malformed JSON reply: {exc}; body: {text[:200]!r}") from exc
+            raise _RetryableError(
+                f"malformed JSON reply: {exc}; body: {_text(raw)[:200]!r}"
+            ) from exc
         if not isinstance(data, dict):
             raise _RetryableError(f"reply is not a JSON object: {str(data)[:200]!r}")
         return data
@@ -346,9 +352,11 @@ class ChatClient:
             if state is None:
                 self._forget_closed_loops()
                 limit = self.endpoint.max_concurrency
-                headers = {}
+                headers = dict(_JSON)
                 if self.endpoint.api_key:
                     headers["Authorization"] = f"Bearer {self.endpoint.api_key}"
+                # One keep-alive connection per request in flight: the connector's limit is the
+                # semaphore's, so a request never waits for a connection the pool could open.
                 http = aiohttp.ClientSession(
                     headers=headers,
                     connector=aiohttp.TCPConnector(limit=limit),
@@ -379,14 +387,12 @@ class ChatClient:
 
 
 _JSON = {"Content-Type": "application/json"}
+_HAS_TIMEOUT = sys.version_info >= (3, 11)  # asyncio.timeout: a deadline without a task
 
 
-async def _within(timeout_s: float, coro: Coroutine[Any, Any, T]) -> T:
-    """``coro`` with a deadline (``asyncio.timeout`` where it exists: no extra task per call)."""
-    if sys.version_info >= (3, 11):
-        async with asyncio.timeout(timeout_s):
-            return await coro
-    return await asyncio.wait_for(coro, timeout_s)  # pragma: no cover - Python 3.10
+def _text(raw: bytes) -> str:
+    """A reply's body as text, for error messages."""
+    return raw.decode("utf-8", errors="replace")
 
 
 def _read_choice(data: Mapping[str, Any]) -> tuple[str, str | None]:

@@ -33,8 +33,11 @@ from agentflow_env.workflow.agentflow_format import (
     analysis_text,
     available_tools,
     memory_actions,
+    memory_actions_text,
     tool_metadata,
+    tool_metadata_text,
     toolbox_metadata,
+    toolbox_metadata_text,
 )
 from agentflow_env.workflow.agentflow_source import AgentFlowWording
 from agentflow_env.workflow.memory import Memory, QueryAnalysis
@@ -153,7 +156,7 @@ def analysis_messages(
         ANALYSIS_TEMPLATE.format(
             query=question,
             tools=available_tools(tools),
-            metadata=toolbox_metadata(tools, wording),
+            metadata=toolbox_metadata_text(tools),
         ),
         wording,
     )
@@ -167,13 +170,12 @@ def command_messages(
     wording: AgentFlowWording | None = None,
 ) -> list[Message]:
     """The executor's request for an ``execution = tool.execute(...)`` command."""
-    metadata = tool_metadata(tool, wording)
     if wording is not None:
         values = {
             "question": question,
             "sub_goal": sub_goal,
             "tool_name": tool.name,
-            "tool_metadata": metadata,
+            "tool_metadata": tool_metadata(tool, wording),
             "context": context,
         }
         return _messages(wording.command.render(values), wording)
@@ -182,7 +184,7 @@ def command_messages(
             query=question,
             sub_goal=sub_goal,
             tool_name=tool.name,
-            metadata=metadata,
+            metadata=tool_metadata_text(tool),
             context=context,
         )
     )
@@ -205,9 +207,9 @@ def verifier_messages(
         VERIFIER_TEMPLATE.format(
             query=memory.query,
             tools=available_tools(tools),
-            metadata=toolbox_metadata(tools),
+            metadata=toolbox_metadata_text(tools),
             analysis=analysis_text(memory.analysis),
-            memory=memory_actions(memory),
+            memory=memory_actions_text(memory),
         )
     )
 
@@ -225,7 +227,7 @@ def generalist_messages(memory: Memory, wording: AgentFlowWording | None = None)
         GENERALIST_TEMPLATE.format(
             query=memory.query,
             analysis=analysis_text(memory.analysis),
-            memory=memory_actions(memory),
+            memory=memory_actions_text(memory),
         )
     )
 

@@ -15,10 +15,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentflow_env.llm.prompts import Message, chat_messages
-from agentflow_env.tools.base import Tool
+from agentflow_env.tools.base import Tool, ToolCard
 from agentflow_env.tools.registry import ToolSet, canonical_tool_name
 from agentflow_env.workflow.actions import PlannerAction
-from agentflow_env.workflow.memory import Memory, QueryAnalysis
+from agentflow_env.workflow.memory import Memory, QueryAnalysis, cached_text
+from agentflow_env.workflow.prompts import analysis_render, cards_text
 
 # Each system prompt names its role in its first sentence; scripted test servers key on it.
 INITIALIZER_SYSTEM = (
@@ -120,23 +121,30 @@ or a short phrase), or "Answer: unknown" if the memory does not contain it."""
 
 
 def initializer_messages(question: str, tools: ToolSet) -> list[Message]:
-    user = INITIALIZER_USER.format(question=question, tool_cards=tools.cards_text())
+    user = INITIALIZER_USER.format(question=question, tool_cards=cards_text(tools))
     return chat_messages(INITIALIZER_SYSTEM, user)
 
 
 def executor_messages(action: PlannerAction, tool: Tool, question: str) -> list[Message]:
     card = tool.card
-    schema = {name: dict(spec) for name, spec in card.input_schema.items()}
-    example = json.dumps({card.primary_argument: "..."})
     user = EXECUTOR_USER.format(
         question=question,
         sub_goal=action.sub_goal or "(none)",
         context=action.context or "(none)",
-        tool_card=card.render(),
-        schema=json.dumps(schema, ensure_ascii=False),
-        example=example,
+        tool_card=cached_text(card, "card", card.render),
+        schema=cached_text(card, "schema_json", _schema_json, card),
+        example=cached_text(card, "example_json", _example_json, card),
     )
     return chat_messages(EXECUTOR_SYSTEM, user)
+
+
+def _schema_json(card: ToolCard) -> str:
+    schema = {name: dict(spec) for name, spec in card.input_schema.items()}
+    return json.dumps(schema, ensure_ascii=False)
+
+
+def _example_json(card: ToolCard) -> str:
+    return json.dumps({card.primary_argument: "..."})
 
 
 def verifier_messages(memory: Memory, tool_names: Sequence[str]) -> list[Message]:
@@ -162,7 +170,7 @@ def memory_text(memory: Memory) -> str:
 
 
 def _analysis_text(memory: Memory) -> str:
-    return f"Query analysis:\n{memory.analysis.render()}" if memory.analysis else ""
+    return f"Query analysis:\n{analysis_render(memory.analysis)}" if memory.analysis else ""
 
 
 # --- reading replies ---------------------------------------------------------------------------
@@ -190,6 +198,7 @@ _SECTIONS = {
     "analysis": "analysis",
     "conclusion": "conclusion",
 }
+_NOT_A_TO_Z = re.compile(r"[^a-z]")
 _NONE_WORDS = {"none", "n/a", "na", "nothing", "-", "no", "none.", "(none)"}
 _MAX_ITEMS = 8
 
@@ -200,7 +209,7 @@ def read_sections(text: str) -> dict[str, list[str]]:
     current: str | None = None
     for line in text.splitlines():
         header = _HEADER.match(line)
-        key = _SECTIONS.get(re.sub(r"[^a-z]", "", header.group("key").lower())) if header else None
+        key = _SECTIONS.get(_NOT_A_TO_Z.sub("", header.group("key").lower())) if header else None
         if header is not None and key is not None:
             current = key
             sections[current] = []
@@ -290,7 +299,12 @@ def parse_json_objects(text: str) -> list[dict[str, Any]]:
 
 def _objects_in(text: str) -> list[dict[str, Any]]:
     objects: list[dict[str, Any]] = []
-    starts = [i for i, ch in enumerate(text) if ch == "{"][-_OBJECTS_TRIED:]
+    starts: list[int] = []  # the last _OBJECTS_TRIED "{", found from the end
+    at = text.rfind("{")
+    while at >= 0 and len(starts) < _OBJECTS_TRIED:
+        starts.append(at)
+        at = text.rfind("{", 0, at)
+    starts.reverse()
     for start in reversed(starts):
         try:
             obj, _ = _JSON_DECODER.raw_decode(text, start)

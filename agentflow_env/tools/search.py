@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agentflow_env.retrieval.corpus import Corpus, Document, format_documents
@@ -18,7 +18,7 @@ from agentflow_env.retrieval.dense import (
     get_encoder,
 )
 from agentflow_env.retrieval.hybrid import check_retriever, get_searcher
-from agentflow_env.retrieval.remote import RemoteRetriever, RetrieverError
+from agentflow_env.retrieval.remote import RemoteRetriever, RetrieverError, retriever_urls
 from agentflow_env.tools.base import Tool, ToolArgumentError, ToolCard, ToolContext, ToolResult
 
 MAX_TOP_K = 10
@@ -51,9 +51,11 @@ class SearchTool(Tool):
     embeddings of ``dense_model``, or ``"hybrid"``: both fused by reciprocal rank; see
     ``agentflow_env.retrieval.hybrid``), or, given ``retriever_url`` (default: the
     ``AGENTFLOW_RETRIEVER_URL`` environment variable; pass ``""`` to force local search), asks
-    that Search-R1 style retriever server and ignores ``context.corpus`` (the server ranks as it
-    was started to; ``retriever`` then only words the tool card). An unreachable server gives a failed ``ToolResult`` after
-    ``max_retries`` retries, never an exception. A local dense model is loaded here, so a
+    that Search-R1 style retriever server (several replicas: a list of URLs, or one string of
+    comma-separated URLs, balanced by ``RemoteRetriever``) and ignores ``context.corpus`` (the
+    server ranks as it was started to; ``retriever`` then only words the tool card). An
+    unreachable server gives a failed ``ToolResult`` after ``max_retries`` retries, never an
+    exception. A local dense model is loaded here, so a
     missing package or model fails when the tool is made, not at the first search.
     """
 
@@ -61,7 +63,7 @@ class SearchTool(Tool):
         self,
         top_k: int = 3,
         max_chars_per_document: int = 2000,
-        retriever_url: str | None = None,
+        retriever_url: str | Sequence[str] | None = None,
         retriever_timeout_s: float = 5.0,
         max_retries: int = 2,
         retriever: str = "bm25",
@@ -77,8 +79,9 @@ class SearchTool(Tool):
         if retriever_url is None:
             retriever_url = os.environ.get(RETRIEVER_URL_ENV_VAR, "")
         self.remote: RemoteRetriever | None = None
-        if retriever_url.strip():
-            self.remote = RemoteRetriever(retriever_url.strip(), retriever_timeout_s, max_retries)
+        urls = retriever_urls(retriever_url)
+        if urls:
+            self.remote = RemoteRetriever(urls, retriever_timeout_s, max_retries)
             # Let every try run; the session still caps this with its own tool_timeout_s.
             self.timeout_s = self.remote.worst_case_s() + 1.0
         elif retriever != "bm25":

@@ -23,8 +23,11 @@ and nothing else changes.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import operator
 import re
+import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -34,7 +37,7 @@ from agentflow_env.tools.base import Tool
 from agentflow_env.tools.registry import ToolSet
 from agentflow_env.workflow.actions import FINISH_TOOL_NAME
 from agentflow_env.workflow.agentflow_source import AgentFlowWording
-from agentflow_env.workflow.memory import Memory, MemoryEntry, QueryAnalysis
+from agentflow_env.workflow.memory import Memory, MemoryEntry, QueryAnalysis, cached_text
 
 __all__ = [
     "AGENTFLOW_SYSTEM",
@@ -46,8 +49,11 @@ __all__ = [
     "available_tools",
     "command_text",
     "memory_actions",
+    "memory_actions_text",
     "tool_metadata",
+    "tool_metadata_text",
     "toolbox_metadata",
+    "toolbox_metadata_text",
 ]
 
 AGENTFLOW_SYSTEM = "You are a helpful, creative, and smart assistant."
@@ -124,8 +130,8 @@ def agentflow_planner_messages(
             query=memory.query,
             analysis=analysis,
             tools=available_tools(tools),
-            metadata=toolbox_metadata(tools),
-            steps=memory_actions(memory),
+            metadata=toolbox_metadata_text(tools),
+            steps=memory_actions_text(memory),
         )
     else:
         system = wording.system_prompt
@@ -160,6 +166,48 @@ def toolbox_metadata(
 ) -> dict[str, dict[str, Any]]:
     """Tool name -> its metadata dict, in order (rendered as a Python dict)."""
     return {tool.name: tool_metadata(tool, wording) for tool in tools}
+
+
+def toolbox_metadata_text(tools: ToolSet) -> str:
+    """``str(toolbox_metadata(tools))`` (this project's wording), made once per tool set and
+    made again only when one of its tools has another card."""
+    cards = tuple(tool.card for tool in tools)
+    known = _known(_TOOLBOX_TEXTS, tools)
+    same = known is not None and len(known[0]) == len(cards)
+    if same and all(map(operator.is_, known[0], cards)):
+        return str(known[1])
+    text = str(toolbox_metadata(tools))
+    _keep(_TOOLBOX_TEXTS, tools, (cards, text))
+    return text
+
+
+def tool_metadata_text(tool: Tool) -> str:
+    """``str(tool_metadata(tool))`` (this project's wording), made once per tool and made
+    again only when the tool has another card."""
+    card = tool.card
+    known = _known(_TOOL_TEXTS, tool)
+    if known is not None and known[0] is card:
+        return str(known[1])
+    text = str(tool_metadata(tool))
+    _keep(_TOOL_TEXTS, tool, (card, text))
+    return text
+
+
+def _known(texts: weakref.WeakKeyDictionary[Any, Any], owner: object) -> Any:
+    try:
+        return texts.get(owner)
+    except TypeError:  # an unhashable tool (an eq dataclass, say): made every time
+        return None
+
+
+def _keep(texts: weakref.WeakKeyDictionary[Any, Any], owner: object, value: Any) -> None:
+    with contextlib.suppress(TypeError):
+        texts[owner] = value
+
+
+_TOOLBOX_TEXTS: weakref.WeakKeyDictionary[ToolSet, Any] = weakref.WeakKeyDictionary()
+_TOOL_TEXTS: weakref.WeakKeyDictionary[Tool, Any] = weakref.WeakKeyDictionary()
+"""Per tool set and per tool: the card(s) a text was made from, and the text."""
 
 
 def tool_metadata(tool: Tool, wording: AgentFlowWording | None = None) -> dict[str, Any]:
@@ -223,6 +271,22 @@ def memory_actions(
     return {f"Action Step {entry.turn}": _action(entry, wording) for entry in memory}
 
 
+def memory_actions_text(memory: Memory) -> str:
+    """``str(memory_actions(memory))`` (this project's wording), each step's part made once per
+    entry (``cached_text``): a dict's text is its items' texts, in order, joined."""
+    items = [
+        repr(f"Action Step {entry.turn}")
+        + ": "
+        + cached_text(entry, "agentflow_action", _action_text, entry)
+        for entry in memory
+    ]
+    return "{" + ", ".join(items) + "}"
+
+
+def _action_text(entry: MemoryEntry) -> str:
+    return repr(_action(entry))
+
+
 def _action(entry: MemoryEntry, wording: AgentFlowWording | None = None) -> dict[str, Any]:
     if entry.selected_tool is None:
         named = entry.unmatched_tool
@@ -255,6 +319,11 @@ def analysis_text(analysis: QueryAnalysis | None, *, show_sub_questions: bool = 
     """The query analysis in AgentFlow's four sections (its model's own text when it wrote one)."""
     if analysis is None:
         return ""
+    key = ("agentflow_analysis", show_sub_questions)
+    return cached_text(analysis, key, _analysis_text, analysis, show_sub_questions)
+
+
+def _analysis_text(analysis: QueryAnalysis, show_sub_questions: bool) -> str:
     if analysis.text:
         text = analysis.text.strip()
     else:

@@ -9,6 +9,7 @@ and a fork then holds the same object.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import dataclasses
 import time
@@ -83,6 +84,9 @@ class EpisodeState:
     observation: Observation | None = shared()
     """The planner's current prompt (``None`` before the start)."""
     initial_observation: Observation | None = shared()
+    start: asyncio.Future[tuple[Observation, dict[str, Any]]] | None = shared()
+    """The start's result, once a start began: a second ``Session.start`` (concurrent or later)
+    waits for it instead of starting the episode again."""
     finish_action: PlannerAction | None = shared()
     """The planner's finish action, once it gave one (the episode's last turn)."""
     initializer_error: str | None = None

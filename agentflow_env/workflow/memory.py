@@ -8,7 +8,7 @@ old tool outputs, never the query, the constraints or the open questions.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from enum import Enum
 from typing import Any
@@ -111,16 +111,65 @@ class MemoryEntry:
         """The entry as plain data: the status is its string, the containers are lists/dicts.
 
         Built field by field: ``dataclasses.asdict`` deep-copies every value, and this runs for
-        every entry on every step (``info["memory"]``)."""
-        record = {item.name: getattr(self, item.name) for item in _ENTRY_FIELDS}
-        record["verification_status"] = self.verification_status.value
+        every entry on every step (``info["memory"]``). The fields are read once per entry; each
+        call copies them and makes its own containers."""
+        fields_read = self.__dict__.get("_fields_read")
+        if fields_read is None:
+            fields_read = {item.name: getattr(self, item.name) for item in _ENTRY_FIELDS}
+            fields_read["verification_status"] = self.verification_status.value
+            object.__setattr__(self, "_fields_read", fields_read)
+        record = dict(fields_read)
         record["tool_arguments"] = dict(self.tool_arguments)
         record["open_questions"] = list(self.open_questions)
         record["errors"] = list(self.errors)
         return record
 
+    def evidence(self) -> Evidence | None:
+        """The tool call as evidence (``Memory.evidence``), or ``None`` without a tool; made
+        once per entry (``Evidence`` is frozen)."""
+        if self.tool_key is None:
+            return None
+        made = self.__dict__.get("_evidence")
+        if made is None:
+            made = Evidence(self.tool_key, self.tool_arguments, self.tool_result, self.tool_ok)
+            object.__setattr__(self, "_evidence", made)
+        return made
+
 
 _ENTRY_FIELDS = fields(MemoryEntry)
+_ATOMS = (str, int, float, bool, type(None))
+
+
+def _as_plain_dict(record: Any) -> dict[str, Any]:
+    """``dataclasses.asdict(record)``, without its per-value deep copies where the fields hold
+    only strings, numbers, booleans, ``None`` and tuples, lists and dicts of them (a deep copy
+    of those is the value itself); any other value: ``asdict`` itself."""
+    plain = {}
+    for item in fields(record):
+        value = _plain_copy(getattr(record, item.name))
+        if value is _NOT_PLAIN:
+            return asdict(record)
+        plain[item.name] = value
+    return plain
+
+
+_NOT_PLAIN: Any = object()
+
+
+def _plain_copy(value: Any) -> Any:
+    """What ``asdict`` makes of ``value`` (new containers, the same atoms), or ``_NOT_PLAIN``."""
+    kind = type(value)
+    if kind in _ATOMS:
+        return value
+    if kind is tuple or kind is list:
+        items = [_plain_copy(item) for item in value]
+        return _NOT_PLAIN if any(item is _NOT_PLAIN for item in items) else kind(items)
+    if kind is dict:
+        pairs = [(_plain_copy(key), _plain_copy(item)) for key, item in value.items()]
+        if any(key is _NOT_PLAIN or item is _NOT_PLAIN for key, item in pairs):
+            return _NOT_PLAIN
+        return dict(pairs)
+    return _NOT_PLAIN
 
 
 @dataclass(frozen=True)
@@ -155,7 +204,7 @@ class Memory:
         if self.analysis is not None:
             raise RuntimeError("the query analysis is written once per episode")
         self.analysis = analysis
-        self.log("analysis", 0, analysis=asdict(analysis))
+        self.log("analysis", 0, analysis=_as_plain_dict(analysis))
 
     def add_entry(self, entry: MemoryEntry) -> None:
         if entry.turn != len(self._entries) + 1:
@@ -212,11 +261,8 @@ class Memory:
 
     def evidence(self) -> list[Evidence]:
         """Every executed tool call, full output, oldest first."""
-        return [
-            Evidence(e.tool_key, e.tool_arguments, e.tool_result, e.tool_ok)
-            for e in self._entries
-            if e.tool_key is not None
-        ]
+        found = [entry.evidence() for entry in self._entries]
+        return [evidence for evidence in found if evidence is not None]
 
     def open_questions(self) -> tuple[str, ...]:
         if self._entries:
@@ -243,16 +289,46 @@ class Memory:
         """
         if not self._entries:
             return "No steps taken yet."
-        blocks = []
         cutoff = len(self._entries) - keep_full
-        for index, entry in enumerate(self._entries):
-            result = entry.tool_result
-            field_chars = max_field_chars
-            if index < cutoff:
-                result = shorten(result, max_old_result_chars)
-                field_chars = max_old_field_chars
-            blocks.append(_render_entry(entry, result, field_chars))
-        return "\n\n".join(blocks)
+        old = (max_old_result_chars, max_old_field_chars)
+        recent = (None, max_field_chars)
+        return "\n\n".join(
+            _entry_block(entry, *(old if index < cutoff else recent))
+            for index, entry in enumerate(self._entries)
+        )
+
+
+def cached_text(owner: object, key: Hashable, make: Callable[..., str], *args: Any) -> str:
+    """``make(*args)``, kept on ``owner`` under ``key`` for the next call.
+
+    For text rendered from a frozen record (a memory entry, a query analysis, a tool card):
+    what it renders to never changes, so each rendering is made once per record and reused by
+    every later prompt of the episode and its forks, which share the record. The texts live in
+    the record's ``__dict__``, outside its fields (equality, ``asdict`` and ``repr`` ignore
+    them); a record without a ``__dict__`` renders every time.
+    """
+    try:
+        return owner.__dict__["_cached_texts"][key]
+    except KeyError:
+        pass
+    except AttributeError:
+        return make(*args)
+    cache = owner.__dict__.setdefault("_cached_texts", {})
+    text = cache[key] = make(*args)
+    return text
+
+
+def _entry_block(entry: MemoryEntry, result_chars: int | None, field_chars: int) -> str:
+    """One step of ``Memory.render``: its result cut to ``result_chars`` (``None``: whole)."""
+    key = ("memory_block", result_chars, field_chars)
+    return cached_text(entry, key, _make_block, entry, result_chars, field_chars)
+
+
+def _make_block(entry: MemoryEntry, result_chars: int | None, field_chars: int) -> str:
+    result = entry.tool_result
+    if result_chars is not None:
+        result = shorten(result, result_chars)
+    return _render_entry(entry, result, field_chars)
 
 
 def _render_entry(entry: MemoryEntry, result: str, field_chars: int) -> str:

@@ -13,16 +13,18 @@ How prompts evolve over an episode is an ``ObservationStrategy`` the session is 
 
 from __future__ import annotations
 
+import bisect
+import contextlib
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 import numpy as np
 from gymnasium import spaces
 
 from agentflow_env.base.spaces import AnyText, TokenIds
-from agentflow_env.base.tokens import ChatTokenizer
+from agentflow_env.base.tokens import ChatTokenizer, SplitPoints
 from agentflow_env.base.untrusted import PlainText
 from agentflow_env.tools.registry import ToolSet
 from agentflow_env.workflow.action_input import MAX_TOKEN_ID
@@ -46,9 +48,23 @@ class Observation:
     """The plain chat messages (role + content, no template markup) ``text`` renders, for a trainer
     that applies its own chat template: the whole prompt when rendered afresh, the one user message
     of appended feedback; empty for a grown flat prompt."""
+    cuts: EncodedCuts | None = field(default=None, repr=False, compare=False)
+    """Where ``PromptEncoder`` cut ``text`` when encoding it (bookkeeping: the episode's next
+    prompt re-encodes only from the last cut before what changed); ``None`` where unknown."""
 
     def as_gym(self) -> dict[str, Any]:
         return {"text": self.text, "token_ids": np.asarray(self.token_ids, dtype=np.int64)}
+
+
+@dataclass(frozen=True)
+class EncodedCuts:
+    """The safe cuts (``SplitPoints``) an observation's ids were encoded at: ``(character
+    offset, number of ids before it)``, ascending, so ``token_ids[:count]`` are exactly the ids of
+    ``text[:offset]``."""
+
+    splits: SplitPoints
+    """The tokenizer's rule the cuts follow (an observation from another tokenizer is ignored)."""
+    points: tuple[tuple[int, int], ...]
 
 
 class PromptEncoder:
@@ -58,21 +74,53 @@ class PromptEncoder:
     and is most of the prompt. Its ids are reused when encoding it apart gives exactly the ids of
     encoding the whole prompt; that is checked once per distinct first message, so the ids
     always equal ``tokenizer.encode(text)``.
+
+    Where the tokenizer shows where its encodings may be cut (``split_points``: the bundled
+    tokenizer and Hugging Face fast tokenizers of the common byte-level kinds), the rest is
+    encoded in pieces cut there, mostly at paragraph breaks, and the observation keeps its cuts
+    (``EncodedCuts``). The episode's next prompt shares all but its end with this one (memory
+    grows by whole steps); its ids are this one's up to the last cut both share, then the new
+    rest encoded in pieces, so a step's encoding costs what changed, not the whole prompt. The
+    first ``verify`` prompts encoded in pieces are also encoded whole and compared; a difference
+    (never seen: the cuts are safe by construction) turns the pieces off for good.
     """
 
-    def __init__(self, tokenizer: ChatTokenizer, max_cached: int = 64) -> None:
+    MIN_PIECE_CHARS = 64
+    """A piece ends at the first paragraph break (with a safe cut) this far past its start..."""
+    MAX_PIECE_CHARS = 1024
+    """...or, with none before this, at the first safe cut after it."""
+    MAX_KEPT_PIECES = 512
+    """How many pieces' ids are kept (``_encode_piece``), the least recently used dropped..."""
+    MAX_KEPT_PIECE_CHARS = 4096
+    """...and how long a kept piece may be."""
+
+    def __init__(self, tokenizer: ChatTokenizer, max_cached: int = 64, *, verify: int = 8) -> None:
         self.tokenizer = tokenizer
         self.plain = PlainText(tokenizer)
         self.max_cached = max_cached
         self._prefixes: dict[str, tuple[str, list[int]] | None] = {}
+        splits = getattr(tokenizer, "split_points", None)
+        self.splits: SplitPoints | None = splits if isinstance(splits, SplitPoints) else None
+        """The tokenizer's safe cuts; ``None``: every prompt is encoded as before, whole after
+        the cached first message."""
+        self._unverified = verify
+        self._pieces: dict[str, list[int]] = {}
 
-    def render(self, messages: Sequence[Message]) -> Observation:
-        """The prompt for ``messages``; their contents are untrusted and rendered as plain text."""
+    def render(
+        self, messages: Sequence[Message], previous: Observation | None = None
+    ) -> Observation:
+        """The prompt for ``messages``; their contents are untrusted and rendered as plain text.
+
+        ``previous``: the episode's prompt before this one, whose ids are reused up to the last
+        cut the two prompts share (the ids equal ``tokenizer.encode(text)`` either way)."""
         messages = [
             {"role": m["role"], "content": self.plain.neutralize(m["content"])} for m in messages
         ]
         text = self.tokenizer.render_chat(messages, add_generation_prompt=True)
-        return Observation(text, self._encode(messages, text), tuple(messages))
+        if self.splits is None:
+            return Observation(text, self._encode(messages, text), tuple(messages))
+        ids, cuts = self._encode_in_pieces(messages, text, previous, self.splits)
+        return Observation(text, ids, tuple(messages), cuts)
 
     def _encode(self, messages: Sequence[Message], text: str) -> list[int]:
         if not messages:
@@ -86,6 +134,76 @@ class PromptEncoder:
         prefix, prefix_ids = cached
         return prefix_ids + self.tokenizer.encode(text[len(prefix) :])
 
+    def _encode_in_pieces(
+        self,
+        messages: Sequence[Message],
+        text: str,
+        previous: Observation | None,
+        splits: SplitPoints,
+    ) -> tuple[list[int], EncodedCuts | None]:
+        start, ids, points, shared = _reusable(text, previous, splits)
+        if not points:
+            start, ids = self._first_message(messages, text)
+        # The text up to where the two prompts part is likely shared with the next prompt too:
+        # the first piece ends at the last cut before it, so the next prompt can start there.
+        near = -1
+        if shared - start > self.MIN_PIECE_CHARS:
+            near = splits.last_cut(text, max(start, shared - self.MIN_PIECE_CHARS * 4), shared)
+        while start < len(text):
+            cut = near if near > start else self._piece_end(text, start, splits)
+            stop = len(text) if cut < 0 else cut
+            ids += self._encode_piece(text[start:stop])
+            if cut >= 0:
+                points.append((cut, len(ids)))
+            start = stop
+        if self._unverified > 0:
+            self._unverified -= 1
+            whole = self.tokenizer.encode(text)
+            if whole != ids:
+                self.splits = None
+                return whole, None
+        return ids, EncodedCuts(splits, tuple(points))
+
+    def _encode_piece(self, piece: str) -> list[int]:
+        """``tokenizer.encode(piece)``; the ids of recent short pieces are kept (the prompt's
+        fixed text between cuts: instructions, the step line, the chat glue), most recent use
+        last."""
+        pieces = self._pieces
+        ids = pieces.pop(piece, None)
+        if ids is None:
+            ids = self.tokenizer.encode(piece)
+            if len(piece) > self.MAX_KEPT_PIECE_CHARS:
+                return ids
+            if len(pieces) >= self.MAX_KEPT_PIECES:
+                with contextlib.suppress(KeyError, RuntimeError, StopIteration):
+                    pieces.pop(next(iter(pieces)))  # (another thread may drop it first)
+        pieces[piece] = ids
+        return ids
+
+    def _first_message(self, messages: Sequence[Message], text: str) -> tuple[int, list[int]]:
+        """Where encoding in pieces starts without a previous prompt: after the cached first
+        message (its ids copied), else at the start."""
+        if not messages:
+            return 0, []
+        key = messages[0]["role"] + "\x00" + messages[0]["content"]
+        if key not in self._prefixes:
+            self._learn(key, messages[0], text)
+        cached = self._prefixes[key]
+        if cached is None or not text.startswith(cached[0]):
+            return 0, []
+        return len(cached[0]), list(cached[1])
+
+    def _piece_end(self, text: str, start: int, splits: SplitPoints) -> int:
+        """The cut ending the piece that starts at ``start`` (-1: the piece runs to the end)."""
+        late = start + self.MAX_PIECE_CHARS
+        brk = text.find("\n\n", start + self.MIN_PIECE_CHARS, late)
+        while brk >= 0:
+            cut = splits.next_cut(text, brk, brk + 3)
+            if cut >= 0:
+                return cut
+            brk = text.find("\n\n", brk + 2, late)
+        return splits.next_cut(text, late) if late < len(text) else -1
+
     def _learn(self, key: str, first: Message, text: str) -> list[int]:
         ids = self.tokenizer.encode(text)
         prefix = self.tokenizer.render_chat([first], add_generation_prompt=False)
@@ -98,6 +216,38 @@ class PromptEncoder:
             self._prefixes.pop(next(iter(self._prefixes)))
         self._prefixes[key] = usable
         return ids
+
+
+def _reusable(
+    text: str, previous: Observation | None, splits: SplitPoints
+) -> tuple[int, list[int], list[tuple[int, int]], int]:
+    """From ``previous``'s cuts, the last one before ``text`` and ``previous.text`` part that is
+    a safe cut of ``text`` too: its offset, the ids before it and the cuts up to it; and how many
+    characters the two texts share."""
+    cuts = previous.cuts if previous is not None else None
+    if cuts is None or cuts.splits is not splits or not cuts.points:
+        return 0, [], [], 0
+    points, old, old_ids = cuts.points, previous.text, previous.token_ids  # type: ignore[union-attr]
+    shared = _shared_length(text, old)
+    index = bisect.bisect_right(points, (shared, len(old_ids)))
+    while index > 0:
+        index -= 1
+        at, count = points[index]
+        if count <= len(old_ids) and splits.is_cut(text, at):
+            return at, old_ids[:count], list(points[: index + 1]), shared
+    return 0, [], [], shared
+
+
+def _shared_length(one: str, other: str) -> int:
+    """The length of the longest common prefix of ``one`` and ``other``."""
+    low, high = 0, min(len(one), len(other))
+    while low < high:  # one[:low] == other[:low], and they differ before ``high``, if at all
+        middle = (low + high + 1) // 2
+        if one.startswith(other[low:middle], low):
+            low = middle
+        else:
+            high = middle - 1
+    return low
 
 
 def grow_prompt(
@@ -215,7 +365,7 @@ class StructuredObservations(ObservationStrategy):
     def next(
         self, prompt: Observation, action_ids: list[int], view: PromptView
     ) -> tuple[Observation, Observation]:
-        return self.encoder.render(view.messages()), Observation("", [])
+        return self.encoder.render(view.messages(), previous=prompt), Observation("", [])
 
 
 class FlatObservations(ObservationStrategy):

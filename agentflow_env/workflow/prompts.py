@@ -11,7 +11,7 @@ from agentflow_env.tools.registry import ToolSet
 from agentflow_env.workflow.actions import FINISH_TOOL_NAME
 from agentflow_env.workflow.agentflow_format import agentflow_planner_messages
 from agentflow_env.workflow.agentflow_source import AgentFlowWording
-from agentflow_env.workflow.memory import Memory
+from agentflow_env.workflow.memory import Memory, QueryAnalysis, cached_text
 from agentflow_env.workflow.outcome import planner_may_finish, verifier_may_stop
 
 Message = dict[str, str]
@@ -97,7 +97,7 @@ def planner_messages(
             max_turns=max_turns,
         )
     template = COMPACT_SYSTEM if style == "compact" else PLANNER_SYSTEM
-    system = template.format(tool_cards=tools.cards_text(), tool_names=", ".join(tools.names))
+    system = template.format(tool_cards=cards_text(tools), tool_names=", ".join(tools.names))
     system += finish_instructions(termination, style)
     return [
         {"role": "system", "content": system},
@@ -123,10 +123,7 @@ def user_message(
         return f"Query: {memory.query}\n\n{history}\n\nStep {turn}:"
     analysis = ""
     if memory.analysis is not None:
-        shown = memory.analysis
-        if not show_sub_questions:
-            shown = dataclasses.replace(shown, sub_questions=())
-        analysis = shown.render()
+        analysis = analysis_render(memory.analysis, show_sub_questions=show_sub_questions)
     open_questions = memory.open_questions() if show_sub_questions else ()
     parts = [f"Query: {memory.query}"]
     if analysis:
@@ -136,6 +133,27 @@ def user_message(
         parts.append("Open questions: " + " | ".join(open_questions))
     parts.append(f"Step {turn} of at most {max_turns}: choose the next tool call.")
     return "\n\n".join(parts)
+
+
+def cards_text(tools: ToolSet) -> str:
+    """``tools.cards_text()``, each card rendered once (``cached_text``: cards are frozen)."""
+    if type(tools) is not ToolSet:
+        return tools.cards_text()
+    return "\n".join(cached_text(tool.card, "card", tool.card.render) for tool in tools)
+
+
+def analysis_render(analysis: QueryAnalysis, *, show_sub_questions: bool = True) -> str:
+    """``analysis.render()``, without the sub-questions unless ``show_sub_questions``; made once
+    per analysis (``cached_text``)."""
+    key = ("analysis", show_sub_questions)
+    return cached_text(analysis, key, _render_analysis, analysis, show_sub_questions)
+
+
+def _render_analysis(analysis: QueryAnalysis, show_sub_questions: bool) -> str:
+    shown = analysis
+    if not show_sub_questions:
+        shown = dataclasses.replace(shown, sub_questions=())
+    return shown.render()
 
 
 def step_feedback(

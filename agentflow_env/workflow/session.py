@@ -13,12 +13,14 @@ extra reward a ``Shaping`` policy.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentflow_env.base.loop_runner import yield_to_loop
 from agentflow_env.base.tokens import ChatTokenizer
 from agentflow_env.tasks.base import Task
 from agentflow_env.tools.base import ToolContext
@@ -181,11 +183,29 @@ class Session:
         return tuple(self.state.turn_records)
 
     async def start(self) -> tuple[Observation, dict[str, Any]]:
-        """Run the initializer and return the first planner observation."""
+        """Run the initializer and return the first planner observation. Starting again, even
+        while the first start runs, gives the first start's observation and info."""
+        state = self.state
+        if state.start is not None:
+            observation, info = await asyncio.shield(state.start)
+            return observation, dict(info)
+        state.start = asyncio.get_running_loop().create_future()
+        try:
+            result = await self._start()
+        except BaseException as error:
+            state.start.set_exception(error)
+            state.start.exception()  # retrieved: a start nobody waits on again logs nothing
+            raise
+        state.start.set_result(result)
+        return result[0], dict(result[1])
+
+    async def _start(self) -> tuple[Observation, dict[str, Any]]:
         state = self.state
         state.started_at = time.monotonic()
+        await yield_to_loop()  # each CPU phase takes its turn on a shared loop (yield_to_loop)
         state.memory.set_analysis(await analyze_query(state, self.deps))
         state.shaping.start(self.task, state.memory)
+        await yield_to_loop()
         state.observation = state.initial_observation = self.observations.first(self._view())
         self._log_start()
         return state.observation, step_info(state, self.task, self.observations)
@@ -193,6 +213,7 @@ class Session:
     async def step(self, action: Any, logprobs: Sequence[float] | None = None) -> StepOutcome:
         """One planner turn. ``logprobs`` (optional) are the sampling log-probs of the action ids."""
         prompt = self._prompt()
+        await yield_to_loop()  # each CPU phase takes its turn on a shared loop (yield_to_loop)
         # Everything about the action is checked here, before any tool runs or memory changes.
         read = read_action(
             action,
@@ -202,13 +223,17 @@ class Session:
             plain=self.prompt_encoder.plain,
         )
         turn = begin_turn(self.state, read)
+        await yield_to_loop()
         entry = await self._run_turn(turn, read.text, read.error)
         self.state.memory.add_entry(entry)
         shaping = self.state.shaping.advance(self.task, self.state.memory)
+        await yield_to_loop()  # next: rendering and tokenizing the next prompt
         end_reason, observation, feedback = self._end_reason(entry, turn, prompt, read)
         reward = shaping
         if end_reason is not None:
+            await yield_to_loop()
             reward += await self._finish(end_reason)
+            await yield_to_loop()
             observation, feedback = self._next_observation(prompt, read)
         record = turn_record(turn, prompt, read, feedback, reward=reward, shaping=shaping)
         info = self._record(record, entry, read, feedback)

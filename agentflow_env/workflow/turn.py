@@ -12,6 +12,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from agentflow_env.base.loop_runner import yield_to_loop
 from agentflow_env.base.untrusted import shorten
 from agentflow_env.tools.agentflow.names import match_agentflow_tool
 from agentflow_env.tools.base import Tool, ToolResult
@@ -100,6 +101,7 @@ async def _tool_turn(
 ) -> MemoryEntry:
     """Run the tool with the executor's ``arguments``, then ask the verifier about the result."""
     config = deps.config
+    await yield_to_loop()  # the tool and the verifier's reading are CPU phases of their own
     result = await run_tool(
         tool,
         arguments,
@@ -123,6 +125,7 @@ async def _tool_turn(
     provisional = _tool_entry(
         turn, action, tool, arguments, result, VerificationStatus.PENDING, (), errors
     )
+    await yield_to_loop()
     status, open_questions, verify_errors = await _verify(state, deps, turn, provisional)
     errors += verify_errors
     return _tool_entry(turn, action, tool, arguments, result, status, open_questions, errors)

@@ -11,6 +11,7 @@ from typing import Any, get_args
 from agentflow_env.envs.config.choices import ModuleBackend
 from agentflow_env.llm.client import LLMEndpoint, as_backend
 from agentflow_env.modules import ROLES
+from agentflow_env.retrieval.remote import retriever_urls
 from agentflow_env.tools.agentflow.model import TOOLS_LLM_ROLE
 from agentflow_env.tools.base import Tool
 from agentflow_env.tools.registry import canonical_tool_name, tool_factory
@@ -116,7 +117,7 @@ def modules_spec(modules: Any) -> Any:
 
 def build_tool(
     entry: str | Mapping[str, Any] | Tool,
-    retriever_url: str | None = None,
+    retriever_url: str | Sequence[str] | None = None,
     *,
     retriever: str | None = None,
     dense_model: str | None = None,
@@ -193,7 +194,7 @@ def _searches_locally(name: str) -> bool:
 
 
 def check_dataset_corpus(
-    corpus: object, tools: Sequence[object], retriever_url: str | None
+    corpus: object, tools: Sequence[object], retriever_url: str | Sequence[str] | None
 ) -> None:
     """``dataset=`` without ``corpus=`` leaves a local Search tool nothing to search: refuse it.
 
@@ -203,11 +204,11 @@ def check_dataset_corpus(
     """
     if corpus is not None:
         return
-    remote = bool((retriever_url or os.environ.get(RETRIEVER_URL_ENV_VAR, "")).strip())
+    remote = bool(retriever_urls(retriever_url or os.environ.get(RETRIEVER_URL_ENV_VAR, "")))
     for tool in tools:
         if isinstance(tool, Mapping):
             local = _searches_locally(str(tool.get("name"))) and not (
-                remote or str(tool.get("retriever_url") or "").strip()
+                remote or retriever_urls(tool.get("retriever_url") or "")
             )
         elif isinstance(tool, str):
             local = _searches_locally(tool) and not remote

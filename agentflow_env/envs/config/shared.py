@@ -33,6 +33,7 @@ from agentflow_env.envs.config.fields import (
 from agentflow_env.envs.config.presets import Preset, with_preset
 from agentflow_env.retrieval.dense import DEFAULT_DENSE_MODEL
 from agentflow_env.retrieval.hybrid import RetrieverKind
+from agentflow_env.retrieval.remote import retriever_urls
 from agentflow_env.tasks.base import TaskSource
 from agentflow_env.tools.base import Tool
 from agentflow_env.workflow.agentflow_source import (
@@ -58,6 +59,17 @@ def session_setting(name: str, **metadata: Any) -> Any:
     raise ValueError(f"the session has no setting {name!r}")
 
 
+def check_retriever_url(value: Any) -> None:
+    """A URL, comma-separated URLs or a list of URLs, each http:// or https:// (``""``: none)."""
+    if isinstance(value, str) or (
+        isinstance(value, list | tuple) and all(isinstance(url, str) for url in value)
+    ):
+        try:
+            retriever_urls(value)
+        except ValueError as error:
+            raise ValueError(f"retriever_url: {error}") from None
+
+
 def tools_setting(default: tuple[str, ...]) -> Any:
     return setting(
         default,
@@ -81,11 +93,14 @@ class EnvConfig(abc.ABC):
 
     # -- tools: names from the registry, Tool objects, or (JSON) {"name": ..., options} objects
     tools: Sequence[str | Mapping[str, Any] | Tool] = tools_setting(DEFAULT_TOOLS)
-    retriever_url: str | None = setting(
+    retriever_url: str | Sequence[str] | None = setting(
         None,
-        help="a Search-R1 /retrieve server the Search tool asks instead of a local index",
+        help="a Search-R1 /retrieve server the Search tool asks instead of a local index; "
+        "replicas of it: a list of URLs or comma-separated URLs (kept as one such string), "
+        "balanced with a retry on another replica",
         section="tools",
         none_means="$AGENTFLOW_RETRIEVER_URL if set, else a local index (retriever=)",
+        check=check_retriever_url,
     )
     retriever: RetrieverKind = setting(
         "bm25",
@@ -263,6 +278,8 @@ class EnvConfig(abc.ABC):
         for item in dataclasses.fields(self):
             value = check_field(item, hints[item.name], getattr(self, item.name))
             object.__setattr__(self, item.name, value)
+        if isinstance(self.retriever_url, tuple):  # replicas: one comma-separated string
+            object.__setattr__(self, "retriever_url", ",".join(self.retriever_url))
         if self.agentflow_source is not None and self.prompt_style != "agentflow":
             raise ValueError(
                 "agentflow_source= supplies AgentFlow's wording to prompt_style='agentflow' "

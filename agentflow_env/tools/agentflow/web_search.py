@@ -3,8 +3,7 @@
 The protocol: ``POST {base}/search`` with the JSON body ``{"q": query, "num": n}`` and the key in
 the ``X-API-KEY`` header; the reply is a JSON object whose ``"organic"`` list holds the results
 (``{"title", "link", "snippet"}``), optionally with an ``"answerBox"``. google.serper.dev speaks
-it, and so can any stand-in. HTTP goes through httpx, like the retriever client
-(``agentflow_env.retrieval.remote``).
+it, and so can any stand-in. HTTP goes through httpx (``agentflow_env.base.http``).
 """
 
 from __future__ import annotations
