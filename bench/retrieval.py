@@ -304,6 +304,7 @@ def server_figure(n_docs: int, requests: int, clients: int = 64, workers: int = 
         one,
         what=f"retriever server queries/s, {clients} clients ({_label(n_docs)} docs)",
         against="1 client",
+        target=3.0,
         higher_is_better=True,
         batches=answered.get("batches"),
         largest_batch=answered.get("largest_batch"),
