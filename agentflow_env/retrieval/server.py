@@ -162,16 +162,8 @@ def serve_corpus_file(
         "query_prefix": query_prefix,
         "passage_prefix": passage_prefix,
     }
-    index, facts = open_index(corpus_path, **options)
-    handle = start_retriever_server(
-        host=host,
-        port=port,
-        index=index,
-        topk=topk,
-        batch_window_s=batch_window_s,
-        index_facts=facts,
-        reuse_port=workers > 1,
-        worker=(0, workers),
+    handle, index, facts = _open_and_serve(
+        corpus_path, options, (host, port, topk, batch_window_s), (0, workers)
     )
     serve = (handle.host, handle.port, topk, batch_window_s)
     others: list[tuple[multiprocessing.process.BaseProcess, Connection]] = []
@@ -188,6 +180,29 @@ def serve_corpus_file(
         handle.stop()
         _stop_workers(others)
     return 0
+
+
+def _open_and_serve(
+    corpus_path: str,
+    options: Mapping[str, Any],
+    serve: tuple[str, int, int, float],
+    worker: tuple[int, int],
+) -> tuple[RetrieverServerHandle, Searchable, dict[str, Any]]:
+    """Open the corpus's index and serve it as worker ``worker`` (number, of how many) at
+    ``serve`` (host, port, topk, batch window); several workers share the port."""
+    host, port, topk, batch_window_s = serve
+    index, facts = open_index(corpus_path, **options)
+    handle = start_retriever_server(
+        host=host,
+        port=port,
+        index=index,
+        topk=topk,
+        batch_window_s=batch_window_s,
+        index_facts=facts,
+        reuse_port=worker[1] > 1,
+        worker=worker,
+    )
+    return handle, index, facts
 
 
 def _start_workers(
@@ -244,19 +259,8 @@ def _worker_main(
     worker: tuple[int, int],
 ) -> None:
     """One more worker (its own process): serve until the first worker says stop or exits."""
-    host, port, topk, batch_window_s = serve
     try:
-        index, facts = open_index(corpus_path, **options)
-        handle = start_retriever_server(
-            host=host,
-            port=port,
-            index=index,
-            topk=topk,
-            batch_window_s=batch_window_s,
-            index_facts=facts,
-            reuse_port=True,
-            worker=worker,
-        )
+        handle, _, _ = _open_and_serve(corpus_path, options, serve, worker)
     except Exception as error:
         pipe.send(f"{type(error).__name__}: {error}")
         return
