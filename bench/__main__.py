@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from .client_instructions import instruction_figures
 from .concurrency import concurrency_figures
 from .env_figures import episode_memory_figures, growth_figures, memory_figures, step_vs_tokenize
 from .fork_cost import fork_cost_figures
@@ -61,6 +62,7 @@ def run_suite(
 ) -> tuple[dict[str, Record], dict[str, float]]:
     figures: dict[str, Record] = {}
     timings: dict[str, float] = {}
+    repeats = 1 if quick else 3  # concurrency runs per level, the median kept
 
     def stage(name: str, produce: Callable[[], dict[str, Record]]) -> None:
         print(f"[bench] {name} ...", flush=True)
@@ -80,13 +82,22 @@ def run_suite(
     stage("memory of one episode", lambda: episode_memory_figures([1, 10, sizes.turns]))
     stage(
         "LLM-module concurrency",
-        lambda: concurrency_figures(list(sizes.levels), sizes.sequential, sizes.delay_s),
+        lambda: concurrency_figures(
+            list(sizes.levels), sizes.sequential, sizes.delay_s, repeats=repeats
+        ),
+    )
+    stage("client instructions per episode (callgrind)", lambda: instruction_figures())
+    stage(
+        "LLM-module concurrency on uvloop",
+        lambda: concurrency_figures(
+            [1, 64, 256], sizes.sequential, sizes.delay_s, repeats=repeats, loop="uvloop"
+        ),
     )
     if loaded:
         stage(
             "LLM-module concurrency under one busy core",
             lambda: concurrency_figures(
-                list(sizes.levels), sizes.sequential, sizes.delay_s, loaded=True
+                list(sizes.levels), sizes.sequential, sizes.delay_s, repeats=repeats, loaded=True
             ),
         )
     else:

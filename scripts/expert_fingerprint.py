@@ -3,7 +3,9 @@
 Runs the expert and a seeded random planner over every registered variant under several
 settings (observation modes, prompt styles, presets, termination, shaping), forks an episode
 half way, and hashes every observation (text and token ids), reward, end flag and info dict
-(timings dropped). Write the hashes before a change and compare after::
+(timings dropped). One more case serves the parts a deployment reaches over HTTP: LLM-backed
+modules on the test suite's scripted OpenAI-compatible server and Search on a retriever server,
+both on 127.0.0.1. Write the hashes before a change and compare after::
 
     python scripts/expert_fingerprint.py --out before.json
     python scripts/expert_fingerprint.py --compare before.json   # exit 1 on any difference
@@ -16,13 +18,22 @@ import hashlib
 import json
 import re
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 
 import agentflow_env  # noqa: F401  (registers the env ids)
 from agentflow_env.envs.registration import ENV_CONFIGS
+from agentflow_env.llm import LLMEndpoint
+from agentflow_env.modules import build_modules
+from agentflow_env.retrieval.server_app import start_retriever_server
 from agentflow_env.rollout.planners import ExpertPlanner, RandomPlanner
+
+TESTS = Path(__file__).resolve().parent.parent / "tests"
+SERVED = "AgentFlow-Search-v0 served"
 
 _TIMING_KEY = re.compile(r"(seconds|_s$|_ms$|time|latency|elapsed|duration)", re.IGNORECASE)
 _SEARCH_SETTINGS: tuple[dict[str, Any], ...] = (
@@ -95,22 +106,41 @@ def _run(env: gym.Env, planner: Any, seed: int, digest: Any, fork_at: int | None
             return steps
 
 
+def _episodes(env: gym.Env) -> dict[str, Any]:
+    digest = hashlib.sha256()
+    steps = 0
+    try:
+        for seed in range(_EPISODES):
+            steps += _run(env, ExpertPlanner(env), seed, digest, fork_at=1 if seed == 0 else None)
+            steps += _run(env, RandomPlanner(env, seed=seed), seed, digest, fork_at=None)
+    finally:
+        env.close()
+    return {"sha256": digest.hexdigest(), "steps": steps}
+
+
+@contextmanager
+def _served_env() -> Iterator[gym.Env]:
+    """Search with every module LLM-backed (the scripted server's generic replies) and the
+    world's corpus behind a retriever server."""
+    sys.path.insert(0, str(TESTS))
+    from fake_openai_server import FakeOpenAIServer, generic_responder
+
+    corpus = gym.make("AgentFlow-Search-v0").unwrapped.task_source.world.corpus  # type: ignore[attr-defined]
+    with (
+        FakeOpenAIServer(generic_responder(2)) as llm,
+        start_retriever_server(corpus) as retriever,
+    ):
+        modules = build_modules("llm", endpoint=LLMEndpoint(llm.base_url, "fake", max_retries=0))
+        yield gym.make("AgentFlow-Search-v0", modules=modules, retriever_url=retriever.url)
+
+
 def fingerprint() -> dict[str, dict[str, Any]]:
     results: dict[str, dict[str, Any]] = {}
     for env_id, settings in _cases():
         key = f"{env_id} {json.dumps(settings, sort_keys=True)}"
-        digest = hashlib.sha256()
-        steps = 0
-        env = gym.make(env_id, **settings)
-        try:
-            for seed in range(_EPISODES):
-                steps += _run(
-                    env, ExpertPlanner(env), seed, digest, fork_at=1 if seed == 0 else None
-                )
-                steps += _run(env, RandomPlanner(env, seed=seed), seed, digest, fork_at=None)
-        finally:
-            env.close()
-        results[key] = {"sha256": digest.hexdigest(), "steps": steps}
+        results[key] = _episodes(gym.make(env_id, **settings))
+    with _served_env() as env:
+        results[SERVED] = _episodes(env)
     return results
 
 

@@ -32,6 +32,8 @@ EXPECTED = [
     "concurrency.episodes_per_s_256_vs_1",
     "concurrency.client_cpu_per_episode",
     "concurrency.curve",
+    "concurrency.client_instructions_per_episode",
+    "concurrency_uvloop.client_cpu_per_episode",
     "concurrency.episodes_per_s_64_vs_1_loaded",
     "concurrency.episodes_per_s_256_vs_1_loaded",
     "loop_blocking.longest_hold_64",

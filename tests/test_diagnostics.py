@@ -4,6 +4,7 @@ aggregate over episodes (confidence intervals, pooled rates, the results table).
 from __future__ import annotations
 
 import math
+import random
 
 import pytest
 
@@ -15,8 +16,11 @@ from agentflow_env.evaluation.metrics import (
 )
 from agentflow_env.tasks.base import PlanStep
 from agentflow_env.workflow.diagnostics import (
+    chose_tool,
     diagnose_episode,
     expected_tools,
+    gold_steps_done,
+    is_redundant,
     module_usage,
     recovered_failures,
     tool_usage,
@@ -174,6 +178,36 @@ def test_a_stop_is_premature_only_when_the_evidence_does_not_answer() -> None:
     assert diagnose(stop, "verifier_stop", evidence_answers=True)["premature_stop"] is False
     assert diagnose(stop, "verifier_stop", evidence_answers=None)["premature_stop"] is None
     assert diagnose(stop, "max_turns", evidence_answers=False)["premature_stop"] is False
+
+
+def test_the_episode_counts_are_the_per_turn_definitions() -> None:
+    """``diagnose_episode`` walks the plan once and keys each call once; its counts must stay
+    those of ``expected_tools``, ``chose_tool``, ``is_redundant``, ``recovered_failures`` and
+    ``gold_steps_done`` turn by turn, on random trajectories."""
+    rng = random.Random(0)
+    words = ["Zhygel", "dawn", "Film", "Kusum", "kasal", "1950", "-", "1901"]
+    tools = ["Search", "search_tool", "Calculator"]
+    for _ in range(300):
+        plan = PLAN[: rng.randint(0, 3)]
+        entries = [
+            invalid(i)
+            if rng.random() < 0.2
+            else call(i, rng.choice(tools), " ".join(rng.choices(words, k=3)), rng.random() < 0.7)
+            for i in range(1, rng.randint(1, 7))
+        ]
+        end_reason = rng.choice(["planner_stop", "verifier_stop", "max_turns"])
+        d = diagnose(entries, end_reason, plan=plan, evidence_answers=True)
+        chosen = entries[:-1] if end_reason == "planner_stop" else entries
+        expected = expected_tools(plan, chosen)
+        scored = [(e, t) for e, t in zip(chosen, expected, strict=True) if t is not None]
+        assert d["tool_choices_scored"] == len(scored)
+        assert d["tool_choices_right"] == sum(chose_tool(e, t) for e, t in scored)
+        assert d["redundant_calls"] == sum(
+            is_redundant(e, entries[:i]) for i, e in enumerate(entries)
+        )
+        assert (d["failures"], d["recovered"]) == recovered_failures(entries, plan)
+        complete = gold_steps_done(plan, entries) == len(plan)
+        assert d["gold_chain_complete"] == (complete if plan else None)
 
 
 def test_module_and_tool_usage_come_from_the_event_log() -> None:

@@ -124,7 +124,7 @@ def test_shared_client_works_across_loops_and_threads(server):
     for thread in threads:
         thread.join(timeout=15)
     assert results == ["hello from the planner"] * 4
-    assert client._states == {}  # close_clients() closed each loop's pool
+    assert len(client._pools) == 0  # close_clients() closed each loop's pool
 
 
 def test_pools_of_loops_closed_without_cleanup_are_dropped(server):
@@ -134,7 +134,7 @@ def test_pools_of_loops_closed_without_cleanup_are_dropped(server):
         return (await client.chat(MESSAGES)).text
 
     assert asyncio.run(chat()) and asyncio.run(chat())  # no close_clients() before the loops end
-    assert len(client._states) == 1  # the first loop's pool went when the second loop opened one
+    assert len(client._pools) == 1  # the first loop's pool went when the second loop opened one
 
 
 def test_endpoint_from_environment_with_role_overrides():

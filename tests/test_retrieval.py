@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 from collections.abc import Iterator
@@ -13,6 +14,7 @@ from agentflow_env.retrieval.bm25 import (
     cached_index_ids,
     clear_index_cache,
     get_index,
+    rank_rows,
     set_index_cache_size,
     tokenize_for_search,
 )
@@ -99,6 +101,30 @@ def test_batch_equals_individual_searches(corpus: Corpus) -> None:
     batch = index.search_batch(queries, k=3)
     assert batch == [index.search(query, k=3) for query in queries]
     assert index.search_batch([], k=3) == []
+
+
+def test_ranking_equals_bm25s_retrieve_exactly_ties_included() -> None:
+    """``rank_rows`` skips ``retrieve``'s per-call overhead: the same scores, bit for bit, and
+    the same documents where the k-th score is tied (here, many identical documents)."""
+    rng = random.Random(0)
+    words = ["alpha", "beta", "gamma", "delta", "epsilon"]
+    docs = [
+        Document(str(i), f"T{i % 7}", " ".join(rng.choices(words, k=rng.randint(1, 4))))
+        for i in range(300)
+    ]
+    index = BM25Index(Corpus.from_documents(docs))
+    retriever, vocab = index.retriever, index.vocab
+    assert retriever is not None
+    for _ in range(300):
+        query = " ".join(rng.choices([*words, "t3", "t5", "unknown"], k=rng.randint(1, 5)))
+        k = rng.choice([1, 2, 3, 10])
+        ids = [vocab[t] for t in tokenize_for_search(query) if t in vocab]
+        expected: list[tuple[int, float]] = []
+        if ids:
+            rows, scores = retriever.retrieve([ids], k=k, show_progress=False)
+            pairs = zip(rows[0].tolist(), scores[0].tolist(), strict=True)
+            expected = sorted(((r, s) for r, s in pairs if s > 0), key=lambda h: (-h[1], h[0]))
+        assert rank_rows(retriever, vocab, [query], k, len(docs)) == [expected]
 
 
 def test_degenerate_corpora_do_not_raise() -> None:

@@ -24,6 +24,7 @@ from agentflow_env.tasks.synthetic import (
     extract_facts,
     generate_tasks,
     generate_world,
+    read_evidence,
     training_text,
 )
 from agentflow_env.tasks.synthetic.phrasing import search_query
@@ -261,6 +262,21 @@ def test_solver_ignores_failed_and_non_search_evidence(default_tasks: list[Task]
     assert task.solver.solve([Evidence("Search", {}, output, False)]) is None
     assert task.solver.solve([Evidence("Other", {}, output, True)]) is None
     assert task.solver.solve([Evidence("Search", {}, output, True)]) in task.gold_answers
+
+
+def test_read_evidence_gives_a_fresh_table_each_time(default_tasks: list[Task]) -> None:
+    """Each output's facts are read once and cached; the tables built from them are new per
+    call, so a caller changing one changes no other read."""
+    task = next(t for t in default_tasks if t.hops == 2)
+    assert task.corpus is not None
+    evidence = [Evidence("Search", {}, format_documents(task.corpus.documents[:3]), True)]
+    first = read_evidence(evidence)
+    assert first
+    for facts in first.values():
+        facts.clear()
+    second = read_evidence(evidence)
+    assert second != first and all(second.values())
+    assert read_evidence(evidence * 2) == second
 
 
 def test_solver_is_small_and_picklable(default_tasks: list[Task]) -> None:

@@ -3,11 +3,12 @@
 One ``ChatClient`` per endpoint is shared by every env of the process (``get_client``). An
 aiohttp session (its connection pool) is bound to the event loop that created it, and each env
 drives its sessions on its own private loop, so the client keeps one session and one concurrency
-semaphore per running loop, created lazily. (aiohttp rather than httpx: httpcore's pool rescans
-every connection on each request, which costs ~4x the CPU at 64 concurrent requests; see
-docs/llm.md.) Failed attempts (timeouts, connection errors, HTTP 429/5xx, malformed JSON,
-empty content) are retried with exponential backoff and jitter; after the last one the call raises
-``LLMError``, a ``ModuleError`` that the session records and turns into a clean episode end.
+semaphore per running loop, created lazily (``LoopSessions``, as the remote retriever does).
+(aiohttp rather than httpx: httpcore's pool rescans every connection on each request, which
+costs ~4x the CPU at 64 concurrent requests; see docs/llm.md.) Failed attempts (timeouts,
+connection errors, HTTP 429/5xx, malformed JSON, empty content) are retried with exponential
+backoff and jitter; after the last one the call raises ``LLMError``, a ``ModuleError`` that the
+session records and turns into a clean episode end.
 
 aiohttp (a core dependency) is imported when the first ``ChatClient`` is made, so endpoints,
 results and errors are usable without it. The first client also registers ``close_clients`` with
@@ -26,10 +27,12 @@ import time
 import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
+from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
 from agentflow_env.base.errors import ModuleError
 from agentflow_env.base.loop_runner import on_loop_close
+from agentflow_env.base.loop_sessions import LoopSessions
 from agentflow_env.base.untrusted import neutralize_chat_markup
 
 if TYPE_CHECKING:
@@ -226,6 +229,28 @@ class _LoopState:
     semaphore: asyncio.Semaphore
 
 
+def _open_pool(endpoint: LLMEndpoint) -> _LoopState:
+    """The running loop's session and semaphore for ``endpoint``."""
+    import aiohttp
+
+    limit = endpoint.max_concurrency
+    headers = dict(_JSON)
+    if endpoint.api_key:
+        headers["Authorization"] = f"Bearer {endpoint.api_key}"
+    # One keep-alive connection per request in flight: the connector's limit is the semaphore's,
+    # so a request never waits for a connection the pool could open.
+    http = aiohttp.ClientSession(
+        headers=headers,
+        connector=aiohttp.TCPConnector(limit=limit),
+        timeout=aiohttp.ClientTimeout(total=None),  # asyncio.timeout bounds each attempt
+    )
+    return _LoopState(http, asyncio.Semaphore(limit))
+
+
+def _http_of(state: _LoopState) -> aiohttp.ClientSession:
+    return state.http
+
+
 class ChatClient:
     """Chat completions against one endpoint, safe to share across envs, loops and threads."""
 
@@ -233,10 +258,7 @@ class ChatClient:
         require_aiohttp()
         on_loop_close(close_clients)  # envs close their loop's pools when they close
         self.endpoint = endpoint
-        self._states: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState] = (
-            weakref.WeakKeyDictionary()
-        )
-        self._lock = threading.Lock()
+        self._pools = LoopSessions(partial(_open_pool, endpoint), session_of=_http_of)
         with _clients_lock:
             _every_client.add(self)
 
@@ -279,13 +301,13 @@ class ChatClient:
             "presence_penalty": presence_penalty,
         }
         body.update({key: value for key, value in optional.items() if value is not None})
-        payload = json.dumps(body, ensure_ascii=False).encode("utf-8")  # once for all attempts
+        payload = _to_json(body).encode("utf-8")  # once for all attempts
         started = time.perf_counter()
         errors: list[str] = []
         for attempt in range(ep.max_retries + 1):
             if attempt:
                 await asyncio.sleep(self._backoff(attempt))
-            state = self._state()  # per attempt: the pool may have been closed meanwhile
+            state = self._pools.get()  # per attempt: the pool may have been closed meanwhile
             try:
                 async with state.semaphore:
                     if _HAS_TIMEOUT:  # no extra coroutine or task per attempt
@@ -343,50 +365,14 @@ class ChatClient:
         base = min(ep.max_backoff_s, ep.backoff_s * 2 ** (attempt - 1))
         return base * (0.5 + random.random())
 
-    def _state(self) -> _LoopState:
-        import aiohttp
-
-        loop = asyncio.get_running_loop()
-        with self._lock:
-            state = self._states.get(loop)
-            if state is None:
-                self._forget_closed_loops()
-                limit = self.endpoint.max_concurrency
-                headers = dict(_JSON)
-                if self.endpoint.api_key:
-                    headers["Authorization"] = f"Bearer {self.endpoint.api_key}"
-                # One keep-alive connection per request in flight: the connector's limit is the
-                # semaphore's, so a request never waits for a connection the pool could open.
-                http = aiohttp.ClientSession(
-                    headers=headers,
-                    connector=aiohttp.TCPConnector(limit=limit),
-                    timeout=aiohttp.ClientTimeout(total=None),  # wait_for bounds each attempt
-                )
-                state = _LoopState(http, asyncio.Semaphore(limit))
-                self._states[loop] = state
-        return state
-
-    def _forget_closed_loops(self) -> None:
-        # A state refers to its loop (semaphore, transports), so weak keys alone never expire.
-        # A closed loop's session can no longer be closed the async way; mark its pool closed
-        # (its sockets close when collected) so it is dropped without a misleading warning.
-        for loop in [loop for loop in self._states if loop.is_closed()]:
-            http = self._states.pop(loop).http
-            connector = http.connector
-            http.detach()
-            if connector is not None:
-                connector._close()  # sync and safe on a closed loop; close() needs the loop
-
     async def aclose(self) -> None:
         """Close this client's connection pool on the running loop (other loops' are kept)."""
-        loop = asyncio.get_running_loop()
-        with self._lock:
-            state = self._states.pop(loop, None)
-        if state is not None:
-            await state.http.close()
+        await self._pools.aclose()
 
 
 _JSON = {"Content-Type": "application/json"}
+# json.dumps(body, ensure_ascii=False), without making an encoder per call.
+_to_json = json.JSONEncoder(ensure_ascii=False).encode
 _HAS_TIMEOUT = sys.version_info >= (3, 11)  # asyncio.timeout: a deadline without a task
 
 

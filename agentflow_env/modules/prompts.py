@@ -9,6 +9,7 @@ or with bounded patterns. The judge's prompt is in ``agentflow_env.llm.prompts``
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Sequence
@@ -203,13 +204,20 @@ _NONE_WORDS = {"none", "n/a", "na", "nothing", "-", "no", "none.", "(none)"}
 _MAX_ITEMS = 8
 
 
+@functools.lru_cache(maxsize=256)  # headers are at most 31 characters, and a few recur
+def _section_key(header: str) -> str | None:
+    """The section a header's words name ("Open Questions" -> "open_questions"), if known."""
+    return _SECTIONS.get(_NOT_A_TO_Z.sub("", header.lower()))
+
+
 def read_sections(text: str) -> dict[str, list[str]]:
     """Known ``Header: value`` sections and the list items or lines under them."""
     sections: dict[str, list[str]] = {}
     current: str | None = None
     for line in text.splitlines():
-        header = _HEADER.match(line)
-        key = _SECTIONS.get(_NOT_A_TO_Z.sub("", header.group("key").lower())) if header else None
+        # A header needs a colon: most item and prose lines skip the (backtracking) pattern.
+        header = _HEADER.match(line) if ":" in line or "\uff1a" in line else None
+        key = _section_key(header.group("key")) if header else None
         if header is not None and key is not None:
             current = key
             sections[current] = []

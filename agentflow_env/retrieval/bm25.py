@@ -9,6 +9,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
 import bm25s
+import bm25s.selection
+import numpy as np
 
 from agentflow_env.retrieval.corpus import Corpus, Document
 
@@ -123,8 +125,8 @@ def rank_rows(
             query_ids.append(ids)
     if not query_ids:
         return results
-    indices, scores = retriever.retrieve(query_ids, k=k, show_progress=False)
-    for position, row_indices, row_scores in zip(positions, indices, scores, strict=True):
+    for position, ids in zip(positions, query_ids, strict=True):
+        row_scores, row_indices = _top_k(retriever, ids, k)
         hits = [
             (int(index), float(score))
             for index, score in zip(row_indices.tolist(), row_scores.tolist(), strict=True)
@@ -133,6 +135,24 @@ def rank_rows(
         hits.sort(key=lambda hit: (-hit[1], hit[0]))  # ties keep corpus order
         results[position] = hits
     return results
+
+
+def _top_k(retriever: bm25s.BM25, ids: list[int], k: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(scores, rows)`` of the top ``k`` for one query of token ids: what
+    ``retriever.retrieve([ids], k=k)`` gives, without its per-call overhead (argument checks, a
+    progress bar, stacking the rows), which is most of a search of a small corpus.
+
+    ``retrieve`` runs, per query on the numpy backend, exactly ``get_scores`` then
+    ``bm25s.selection.topk``; so do we, for the same scores and, at a tie on the k-th score, the
+    same rows. Anything else (the numba backend, an id ``retrieve`` would filter out) goes
+    through ``retrieve`` itself.
+    """
+    known = getattr(retriever, "unique_token_ids_set", None)
+    if retriever.backend != "numpy" or known is None or not known.issuperset(ids):
+        indices, scores = retriever.retrieve([ids], k=k, show_progress=False)
+        return scores[0], indices[0]
+    scores = retriever.get_scores(ids)
+    return bm25s.selection.topk(scores, k=k, backend="auto", sorted=True)
 
 
 _DEFAULT_CACHE_SIZE = 256

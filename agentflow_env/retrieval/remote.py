@@ -9,12 +9,13 @@ replica that failed is skipped for a while (1 s, doubling while it keeps failing
 unless every replica is.
 
 HTTP goes through aiohttp: one ``ClientSession`` per event loop (a session is bound to the loop
-that made it), whose connector keeps up to 64 connections per replica alive for 4 s. A replica's
-proxy comes from the environment (``HTTP_PROXY``, ``HTTPS_PROXY``, ``NO_PROXY``), read once
-when the ``RemoteRetriever`` is made: aiohttp's ``trust_env`` would read it (and ``~/.netrc``)
-in worker threads at every request, which more than doubled the client's CPU per request. An env
-closing its loop closes that loop's sessions (``close_retrievers``, registered with
-``LoopRunner``). aiohttp is imported when the first request is sent.
+that made it; ``LoopSessions``, as the LLM client does), whose connector keeps up to 64
+connections per replica alive for 4 s. A replica's proxy comes from the environment
+(``HTTP_PROXY``, ``HTTPS_PROXY``, ``NO_PROXY``), read once when the ``RemoteRetriever`` is made:
+aiohttp's ``trust_env`` would read it (and ``~/.netrc``) in worker threads at every request,
+which more than doubled the client's CPU per request. An env closing its loop closes that loop's
+sessions (``close_retrievers``, registered with ``LoopRunner``). aiohttp is imported when the
+first request is sent.
 """
 
 from __future__ import annotations
@@ -28,11 +29,13 @@ import urllib.request
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from agentflow_env.base.http import RETRYABLE_STATUS, Unreachable
 from agentflow_env.base.loop_runner import on_loop_close
+from agentflow_env.base.loop_sessions import LoopSessions
 from agentflow_env.retrieval.bm25 import Hit
 from agentflow_env.retrieval.corpus import Document
 
@@ -46,6 +49,8 @@ _MAX_CONNECTIONS = 64  # per replica and event loop
 # (Search-R1's server) closes it, so the client lets go of a connection first.
 _KEEPALIVE_S = 4.0
 _HEADERS = {"Content-Type": "application/json", "Accept": "application/json"}
+# json.dumps(body, ensure_ascii=False, separators=(",", ":")), without an encoder per call.
+_to_json = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 _HAS_TIMEOUT = sys.version_info >= (3, 11)  # asyncio.timeout: a deadline without a task
 
 
@@ -161,10 +166,7 @@ class RemoteRetriever:
         self.max_retries = max_retries
         self.backoff_s = backoff_s
         self.max_backoff_s = max_backoff_s
-        self._sessions: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aiohttp.ClientSession]
-        self._sessions = weakref.WeakKeyDictionary()
-        # Collected (or at exit), it drops its closed loops' sessions without warnings.
-        weakref.finalize(self, _drop_closed_loops, self._sessions)
+        self._sessions = LoopSessions(partial(_open_session, len(self.replicas)))
         self._lock = threading.Lock()
         self._turn = 0
         on_loop_close(close_retrievers)  # envs close their loop's sessions when they close
@@ -194,16 +196,12 @@ class RemoteRetriever:
 
     async def aclose(self) -> None:
         """Close the connections of the running event loop."""
-        loop = asyncio.get_running_loop()
-        with self._lock:
-            session = self._sessions.pop(loop, None)
-        if session is not None:
-            await session.close()
+        await self._sessions.aclose()
 
     # -- one request, tried on the replicas ------------------------------------------------------
     async def _post(self, body: dict[str, Any]) -> tuple[Any, str]:
         """The JSON answer to ``body`` and the URL of the replica that gave it."""
-        data = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        data = _to_json(body).encode("utf-8")
         tried: set[int] = set()
         rounds = 0
         problem, failed = "no answer", self.replicas[0]
@@ -261,7 +259,7 @@ class RemoteRetriever:
         """One try: the answer (a status that is not retried), or ``Unreachable``."""
         import aiohttp
 
-        session = self._session()
+        session = self._sessions.get()
         with self._lock:
             replica.in_flight += 1
         try:
@@ -298,40 +296,22 @@ class RemoteRetriever:
     def _backoff(self, attempt: int) -> float:
         return float(min(self.max_backoff_s, self.backoff_s * 2 ** (attempt - 1)))
 
-    def _session(self) -> aiohttp.ClientSession:
-        """The running event loop's session (made on first use)."""
-        import aiohttp
 
-        loop = asyncio.get_running_loop()
-        with self._lock:
-            session = self._sessions.get(loop)
-            if session is None or session.closed:
-                _drop_closed_loops(self._sessions)
-                connector = aiohttp.TCPConnector(
-                    limit=_MAX_CONNECTIONS * len(self.replicas),
-                    limit_per_host=_MAX_CONNECTIONS,
-                    keepalive_timeout=_KEEPALIVE_S,
-                )
-                session = aiohttp.ClientSession(
-                    connector=connector,
-                    headers=_HEADERS,
-                    timeout=aiohttp.ClientTimeout(total=None),  # _send bounds each try
-                )
-                self._sessions[loop] = session
-            return session
+def _open_session(replicas: int) -> aiohttp.ClientSession:
+    """The running event loop's session, for a retriever with ``replicas`` replicas."""
+    import aiohttp
 
-
-def _drop_closed_loops(sessions: weakref.WeakKeyDictionary[Any, aiohttp.ClientSession]) -> None:
-    """Forget the sessions of loops that have closed (``asyncio.run`` closes its loop without
-    closing them). A session refers to its loop, so weak keys alone never expire; a closed loop's
-    session can no longer be closed the async way: its pool is marked closed (its sockets close
-    when collected), so it is dropped without a misleading "Unclosed client session"."""
-    for loop in [loop for loop in sessions if loop.is_closed()]:
-        session = sessions.pop(loop)
-        connector = session.connector
-        session.detach()
-        if connector is not None:
-            connector._close()  # sync and safe on a closed loop; close() needs the loop
+    connector = aiohttp.TCPConnector(
+        limit=_MAX_CONNECTIONS * replicas,
+        limit_per_host=_MAX_CONNECTIONS,
+        keepalive_timeout=_KEEPALIVE_S,
+    )
+    session = aiohttp.ClientSession(
+        connector=connector,
+        headers=_HEADERS,
+        timeout=aiohttp.ClientTimeout(total=None),  # _send bounds each try
+    )
+    return session
 
 
 async def _exchange(session: aiohttp.ClientSession, replica: _Replica, data: bytes) -> _Answer:

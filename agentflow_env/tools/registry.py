@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -14,10 +15,12 @@ _factories: dict[str, Callable[..., Tool]] = {}
 _lock = threading.Lock()
 
 
+@functools.lru_cache(maxsize=1024)  # bounded: names come from the planner's text too
 def canonical_tool_name(name: str) -> str:
     """The key names are matched by: lowercase, no spaces/underscores/hyphens, no "Tool" suffix.
 
     "Base_Generator_Tool", "base generator" and "BaseGenerator" all map to "basegenerator".
+    Cached: the same few names are looked up several times a turn (tool lookup, diagnostics).
     """
     key = _SEPARATORS.sub("", name).lower()
     if key.endswith("tool") and len(key) > len("tool"):

@@ -8,6 +8,7 @@ each metric in words; the aggregate over many episodes (rates with confidence in
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -52,22 +53,24 @@ def does_step(entry: MemoryEntry, step: PlanStep) -> bool:
 def pending_steps(plan: Sequence[PlanStep], entries: Sequence[MemoryEntry]) -> list[int]:
     """For each turn, the index of the first gold step not yet done before it (a pointer that
     advances when a turn does the pending step); ``len(plan)`` after the last step."""
-    pending = 0
-    indices: list[int] = []
-    for entry in entries:
-        indices.append(pending)
-        if pending < len(plan) and does_step(entry, plan[pending]):
-            pending += 1
-    return indices
+    return _progress(plan, entries)[:-1]
 
 
 def gold_steps_done(plan: Sequence[PlanStep], entries: Sequence[MemoryEntry]) -> int:
     """How many gold steps the episode did, in order."""
-    done = 0
+    return _progress(plan, entries)[-1]
+
+
+def _progress(plan: Sequence[PlanStep], entries: Sequence[MemoryEntry]) -> list[int]:
+    """The ``pending_steps`` pointer before each turn, then after the last turn (which is
+    ``gold_steps_done``): one walk that both read."""
+    pending = 0
+    indices = [pending]
     for entry in entries:
-        if done < len(plan) and does_step(entry, plan[done]):
-            done += 1
-    return done
+        if pending < len(plan) and does_step(entry, plan[pending]):
+            pending += 1
+        indices.append(pending)
+    return indices
 
 
 def expected_tools(plan: Sequence[PlanStep], entries: Sequence[MemoryEntry]) -> list[str | None]:
@@ -77,9 +80,14 @@ def expected_tools(plan: Sequence[PlanStep], entries: Sequence[MemoryEntry]) -> 
     past the last step, the last step's tool. So a planner that detours is judged against the
     step still pending, not against the step its turn number would suggest.
     """
+    return _expected_tools(plan, pending_steps(plan, entries))
+
+
+def _expected_tools(plan: Sequence[PlanStep], pending: Sequence[int]) -> list[str | None]:
+    """``expected_tools`` from the turns' ``pending_steps``."""
     if not plan:
-        return [None] * len(entries)
-    return [plan[min(i, len(plan) - 1)].tool for i in pending_steps(plan, entries)]
+        return [None] * len(pending)
+    return [plan[min(i, len(plan) - 1)].tool for i in pending]
 
 
 def chose_tool(entry: MemoryEntry, tool: str) -> bool:
@@ -104,6 +112,20 @@ def is_redundant(entry: MemoryEntry, earlier: Iterable[MemoryEntry]) -> bool:
     return any(other.selected_tool is not None and _call_key(other) == key for other in earlier)
 
 
+def _redundant_calls(entries: Sequence[MemoryEntry]) -> int:
+    """How many turns ``is_redundant`` counts, each call's key made once (not once per later
+    turn)."""
+    earlier: set[tuple[str, tuple[tuple[str, frozenset[str]], ...]]] = set()
+    redundant = 0
+    for entry in entries:
+        if entry.selected_tool is None:
+            continue
+        key = _call_key(entry)
+        redundant += key in earlier
+        earlier.add(key)
+    return redundant
+
+
 def recovered_failures(
     entries: Sequence[MemoryEntry], plan: Sequence[PlanStep] = ()
 ) -> tuple[int, int]:
@@ -115,8 +137,14 @@ def recovered_failures(
     call whose sub-goal shares at least ``RECOVERY_OVERLAP`` of its words (any successful call
     when the failed action had no readable sub-goal).
     """
+    return _recovered_failures(entries, plan, pending_steps(plan, entries))
+
+
+def _recovered_failures(
+    entries: Sequence[MemoryEntry], plan: Sequence[PlanStep], pending: Sequence[int]
+) -> tuple[int, int]:
+    """``recovered_failures`` from the turns' ``pending_steps``."""
     failures = recovered = 0
-    pending = pending_steps(plan, entries)
     for index, entry in enumerate(entries):
         if not is_failure(entry):
             continue
@@ -199,12 +227,16 @@ def diagnose_episode(
     verifier_stop = end_reason == "verifier_stop"
     planner_stop = end_reason == "planner_stop"
     chosen = entries[:-1] if planner_stop else entries  # the finish chose no tool
-    expected = expected_tools(plan, chosen)
+    # pending_steps of every turn and gold_steps_done, from one walk over the plan; a prefix
+    # of the entries has the same pending steps (chosen's are the first len(chosen)).
+    progress = _progress(plan, entries)
+    pending = progress[:-1]
+    expected = _expected_tools(plan, pending[: len(chosen)])
     scored = [(e, tool) for e, tool in zip(chosen, expected, strict=True) if tool is not None]
     right = sum(chose_tool(e, tool) for e, tool in scored)
     calls = [e for e in entries if e.selected_tool is not None]
-    redundant = sum(is_redundant(e, entries[:i]) for i, e in enumerate(entries))
-    failures, recovered = recovered_failures(entries, plan)
+    redundant = _redundant_calls(entries)
+    failures, recovered = _recovered_failures(entries, plan, pending)
     if invalid_calls is None:
         invalid_calls = sum(e.verification_status == VerificationStatus.INVALID for e in entries)
     stopped = verifier_stop or planner_stop
@@ -213,7 +245,7 @@ def diagnose_episode(
         premature = not evidence_answers
     elif not stopped:
         premature = False
-    chain_done = gold_steps_done(plan, entries) == len(plan) if plan else None
+    chain_done = progress[-1] == len(plan) if plan else None
     return {
         "turns": turns,
         "success": bool(success),
@@ -256,7 +288,10 @@ def _same_tool(name: str | None, other: str | None) -> bool:
 _WORD = re.compile(r"\w+")
 
 
+@functools.lru_cache(maxsize=1024)  # bounded: the texts are the planner's
 def _words(text: str) -> frozenset[str]:
+    """The lowercased words of ``text``. Cached: the same arguments, sub-goals and step contexts
+    are read again by each metric, at each turn (shaping, the turn log) and at the end."""
     return frozenset(word.lower() for word in _WORD.findall(text))
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -27,15 +28,32 @@ def read_evidence(evidence: Sequence[Evidence]) -> dict[tuple[str, str], dict[st
     for item in evidence:
         if not item.ok or item.tool != SEARCH_TOOL:
             continue
-        for title, text in parse_documents(item.output):
-            facts = extract_facts(title, text)
-            relations = {f.relation: f.value for f in facts if f.relation != TYPE_RELATION}
-            entity_type = next((f.value for f in facts if f.relation == TYPE_RELATION), None)
-            entity_type = entity_type or _infer_type(relations)
-            if entity_type is None or not relations:
-                continue
-            table.setdefault((split_title(title)[0], entity_type), {}).update(relations)
+        for key, relations in _output_facts(item.output):
+            table.setdefault(key, {}).update(relations)
     return table
+
+
+_Relations = tuple[tuple[str, str], ...]
+
+
+@functools.lru_cache(maxsize=1024)  # bounded: outputs can come from a remote retriever
+def _output_facts(output: str) -> tuple[tuple[tuple[str, str], _Relations], ...]:
+    """The facts of one Search output, document by document: ``((name, type), relations)``.
+
+    Cached: each turn's solve reads every earlier output again (the rule verifier's, then the
+    generalist's and the diagnostics'), and the same search gives the same output in every
+    episode of a task.
+    """
+    found = []
+    for title, text in parse_documents(output):
+        facts = extract_facts(title, text)
+        relations = {f.relation: f.value for f in facts if f.relation != TYPE_RELATION}
+        entity_type = next((f.value for f in facts if f.relation == TYPE_RELATION), None)
+        entity_type = entity_type or _infer_type(relations)
+        if entity_type is None or not relations:
+            continue
+        found.append(((split_title(title)[0], entity_type), tuple(relations.items())))
+    return tuple(found)
 
 
 def _infer_type(relations: dict[str, str]) -> str | None:
