@@ -22,14 +22,11 @@ import gc
 import resource
 import time
 
-import gymnasium as gym
-import numpy as np
-from fake_server import start_fake_server
+from fake_server import llm_module_env, sample_tasks
 
 import agentflow_env  # noqa: F401 - registers the environments
 from agentflow_env.envs.env import AgentFlowEnv
-from agentflow_env.llm import LLMEndpoint, close_clients
-from agentflow_env.modules import build_modules
+from agentflow_env.llm import close_clients
 from agentflow_env.tasks.base import Task
 from agentflow_env.workflow.actions import format_planner_action
 from agentflow_env.workflow.session import Session
@@ -72,24 +69,9 @@ def main(argv: list[str] | None = None) -> float:
     parser.add_argument("--hops", type=int, default=2, help="search steps per episode")
     args = parser.parse_args(argv)
 
-    process, port = start_fake_server("--delay", str(args.delay), "--stop-after", str(args.hops))
-    try:
-        endpoint = LLMEndpoint(
-            f"http://127.0.0.1:{port}/v1", "fake", timeout_s=10.0, max_concurrency=args.episodes
-        )
-        env = gym.make(
-            "AgentFlow-Search-v0", hops=args.hops, modules=build_modules("llm", endpoint=endpoint)
-        )
-        base = env.unwrapped
-        assert isinstance(base, AgentFlowEnv)
-        rng = np.random.default_rng(0)
-        tasks = [base.task_source.sample(rng) for _ in range(args.episodes)]
+    with llm_module_env(args.delay, args.hops, args.episodes, timeout_s=10.0) as base:
+        tasks = sample_tasks(base, args.episodes)
         one, many = asyncio.run(measure(base, tasks, args.sequential))
-        env.close()
-    finally:
-        if process.stdin is not None:
-            process.stdin.close()
-        process.wait(timeout=10)
     server_cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
     requests = (args.episodes + args.sequential + 1) * (2 + 2 * args.hops)
     server_ms = (server_cpu.ru_utime + server_cpu.ru_stime) / requests * 1000

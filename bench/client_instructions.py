@@ -38,46 +38,33 @@ measured with this script; unlike CPU time, it repeats across days and machines.
 
 def _episodes(n: int, warm: int) -> None:
     """The measured process: ``warm`` rounds, then one counted round of ``n`` episodes."""
-    import gymnasium as gym
-    import numpy as np
     from bench_llm_concurrency import play
-    from fake_server import start_fake_server
+    from fake_server import llm_module_env, sample_tasks
 
-    from agentflow_env.llm import LLMEndpoint, close_clients
-    from agentflow_env.modules import build_modules
-
-    process, port = start_fake_server("--delay", "0.1", "--stop-after", "2")
-    endpoint = LLMEndpoint(f"http://127.0.0.1:{port}/v1", "fake", timeout_s=60.0)
-    env = gym.make("AgentFlow-Search-v0", hops=2, modules=build_modules("llm", endpoint=endpoint))
-    base = env.unwrapped
-    rng = np.random.default_rng(0)
-    tasks = iter([base.task_source.sample(rng) for _ in range(1 + (warm + 1) * n)])  # type: ignore[attr-defined]
-
-    async def round_of(count: int) -> None:
-        await asyncio.gather(*(play(base.new_session(next(tasks))) for _ in range(count)))  # type: ignore[attr-defined]
+    from agentflow_env.llm import close_clients
 
     def counting(on: bool) -> None:
         switch = ["callgrind_control", "-i", "on" if on else "off", str(os.getpid())]
         subprocess.run(switch, check=True, capture_output=True)
 
-    async def main() -> None:
-        await round_of(1)  # connections, the search index
-        for _ in range(warm):
-            await round_of(n)
-        gc.collect()
-        gc.freeze()
-        counting(True)
-        await round_of(n)
-        counting(False)
-        await close_clients()
+    with llm_module_env(0.1, 2, 64, timeout_s=60.0) as base:
+        tasks = iter(sample_tasks(base, 1 + (warm + 1) * n))
 
-    try:
+        async def round_of(count: int) -> None:
+            await asyncio.gather(*(play(base.new_session(next(tasks))) for _ in range(count)))
+
+        async def main() -> None:
+            await round_of(1)  # connections, the search index
+            for _ in range(warm):
+                await round_of(n)
+            gc.collect()
+            gc.freeze()
+            counting(True)
+            await round_of(n)
+            counting(False)
+            await close_clients()
+
         asyncio.run(main())
-    finally:
-        env.close()
-        if process.stdin is not None:
-            process.stdin.close()
-        process.wait(timeout=10)
 
 
 def measure(n: int, warm: int, root: Path) -> float:

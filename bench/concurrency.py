@@ -26,14 +26,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import gymnasium as gym
-import numpy as np
 from bench_llm_concurrency import play
-from fake_server import start_fake_server
+from fake_server import llm_module_env, sample_tasks
 
 from agentflow_env.envs.env import AgentFlowEnv
-from agentflow_env.llm import LLMEndpoint, close_clients
-from agentflow_env.modules import build_modules
+from agentflow_env.llm import close_clients
 from agentflow_env.tasks.base import Task
 
 from .report import Record, not_available, ratio
@@ -223,26 +220,11 @@ def _figures(
     targets: dict[int, float],
     loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None,
 ) -> dict[str, Record]:
-    process, port = start_fake_server("--delay", str(delay), "--stop-after", str(hops))
-    try:
-        endpoint = LLMEndpoint(
-            f"http://127.0.0.1:{port}/v1", "fake", timeout_s=30.0, max_concurrency=max(levels)
-        )
-        env = gym.make(
-            "AgentFlow-Search-v0", hops=hops, modules=build_modules("llm", endpoint=endpoint)
-        )
-        base = env.unwrapped
-        assert isinstance(base, AgentFlowEnv)
-        rng = np.random.default_rng(0)
+    with llm_module_env(delay, hops, max(levels), timeout_s=30.0) as base:
         needed = 1 + sequential + repeats * sum(levels) + max(n for n in levels if n <= 64)
-        tasks = [base.task_source.sample(rng) for _ in range(needed)]
+        tasks = sample_tasks(base, needed)
         with asyncio.Runner(loop_factory=loop_factory) as runner:
             result = runner.run(_measure(base, tasks, levels, sequential, repeats))
-        env.close()
-    finally:
-        if process.stdin is not None:
-            process.stdin.close()
-        process.wait(timeout=10)
     shares, functions = breakdown(result["profile"])
     profiled = result["profiled"]
     cpu_ms = result["cpu_ms"][profiled]

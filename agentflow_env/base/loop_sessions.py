@@ -101,6 +101,7 @@ def _drop_closed_loops(
     """Forget the sessions of loops that have closed. A closed loop's session can no longer be
     closed the async way: its pool is marked closed (its sockets close when collected), so it is
     dropped without a misleading "Unclosed client session"."""
+    # list() copies the keys in one step: another thread may add a loop while this one looks.
     for loop in [loop for loop in list(per_loop) if loop.is_closed()]:
         value = per_loop.pop(loop, None)
         if value is None:

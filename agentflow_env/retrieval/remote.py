@@ -306,12 +306,11 @@ def _open_session(replicas: int) -> aiohttp.ClientSession:
         limit_per_host=_MAX_CONNECTIONS,
         keepalive_timeout=_KEEPALIVE_S,
     )
-    session = aiohttp.ClientSession(
+    return aiohttp.ClientSession(
         connector=connector,
         headers=_HEADERS,
         timeout=aiohttp.ClientTimeout(total=None),  # _send bounds each try
     )
-    return session
 
 
 async def _exchange(session: aiohttp.ClientSession, replica: _Replica, data: bytes) -> _Answer:
