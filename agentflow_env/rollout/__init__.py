@@ -17,6 +17,7 @@ Modules:
   ``failures``: zero-reward failure samples and the errors that stop a run; ``fail_fast``: the
   guard that stops a run whose first trajectories all fail the same way;
 - ``hf_generation``: Hugging Face generation with the package's one log-prob definition;
+- ``samples``: the trainer record and its two shapes;
 - ``group_credit``: the turn-level credit methods over a group's trajectories; ``turn_credit``:
   their per-token advantages for a batch of episode results;
 - ``train_diagnostics``: trainer-neutral training diagnostics; ``logprob_check``: any trainer's
@@ -52,7 +53,11 @@ The front door: a trainer adapter (``adapters/``) imports only the names below, 
   ``SeamLatch``, ``SystemicFailure`` from the ``FailFast`` guard), a trainer's token sequence
   against the env's (``TrainerSequence``, ``MismatchHints``, ``describe_mismatch``,
   ``TokenMismatchError``);
-- credit: ``CreditMethod`` and ``token_advantages`` (per-token turn-level advantages);
+- the trainer record and credit: ``TrainerSample``, the one record every driver returns in
+  either sample shape (``SampleShape``: ``flat``, one per trajectory; ``turns``, one per planner
+  turn on the prompt it acted on; ``turn_samples``), ``CreditMethod`` and ``token_advantages``
+  (per-token turn-level advantages of flat samples), ``turn_sample_advantages`` (Flow-GRPO's
+  group advantage broadcast to turn samples, either ``Normalization``, or turn-level credit);
 - diagnostics: ``DiagnosticsLog``, ``group_signal``, ``logprob_gap``, ``permuted``; samples for
   ``agentflow-env check-logprobs`` (``dump_samples``, ``LogprobSample``) and the trainers' own
   sample objects read for it (``openrlhf_response_sample``, ``verl_samples``,
@@ -75,7 +80,7 @@ from agentflow_env.rollout.failures import (
     trajectory_failure,
     warn_failed,
 )
-from agentflow_env.rollout.group_credit import CreditMethod
+from agentflow_env.rollout.group_credit import CreditMethod, Normalization
 from agentflow_env.rollout.hf_generation import HFGenerator
 from agentflow_env.rollout.label_files import (
     ADAPTER_SETTINGS,
@@ -101,6 +106,13 @@ from agentflow_env.rollout.labels import (
 from agentflow_env.rollout.lockstep import MaxAcrossRanks, distributed_max
 from agentflow_env.rollout.logprob_check import LogprobSample, dump_samples
 from agentflow_env.rollout.pool import EnvPool, LazySharedEnvs, SharedEnvs, build_env
+from agentflow_env.rollout.samples import (
+    SAMPLE_SHAPES,
+    SampleShape,
+    TrainerSample,
+    turn_sample_advantages,
+    turn_samples,
+)
 from agentflow_env.rollout.spec import DEFAULT_ENV_ID, TaskSpec, TaskSpecError
 from agentflow_env.rollout.token_check import (
     MismatchHints,
@@ -212,9 +224,15 @@ __all__ = [
     "hf_encoder",
     "trajectory_failure",
     "warn_failed",
-    # credit
+    # the trainer record and credit
+    "SAMPLE_SHAPES",
     "CreditMethod",
+    "Normalization",
+    "SampleShape",
+    "TrainerSample",
     "token_advantages",
+    "turn_sample_advantages",
+    "turn_samples",
     # diagnostics
     "DiagnosticsLog",
     "LogprobSample",

@@ -14,6 +14,7 @@ largest live count, and every rank pads its batch to it.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ from agentflow_env.rollout.failures import filler_token_id, trajectory_failure
 from agentflow_env.rollout.labels import EpisodePlan, plan_episode
 from agentflow_env.rollout.lockstep import MaxAcrossRanks, distributed_max
 from agentflow_env.rollout.pool import EnvPool
+from agentflow_env.rollout.samples import SampleShape, TrainerSample, turn_samples
 from agentflow_env.rollout.spec import DEFAULT_ENV_ID, TaskSpecError
 from agentflow_env.rollout.vllm_outputs import (  # the readers' old home: names kept
     action_logprobs,
@@ -81,11 +83,35 @@ class EpisodeResult:
     failure: str | None = None
     """Why the episode counts as failed (``failures.trajectory_failure``: it raised, ended on a
     frozen module's error, or every tool call met a broken service), else ``None``."""
+    trajectory_id: str = ""
+    turn_samples: list[TrainerSample] = field(default_factory=list)
+    """``samples="turns"``: one sample per planner turn. The flat fields then hold the first
+    prompt and no completion (a structured trajectory is no one sequence), except on a failed
+    episode, whose placeholder they are."""
 
     @property
     def failed(self) -> bool:
         """Whether the episode raised (a zero-reward placeholder sample)."""
         return self.error is not None
+
+    def trainer_samples(self) -> list[TrainerSample]:
+        """The episode as the trainer trains on it: its turn samples, or one flat sample (also
+        the placeholder of a failed episode)."""
+        if self.turn_samples:
+            return list(self.turn_samples)
+        return [
+            TrainerSample(
+                prompt_ids=list(self.prompt_ids),
+                response_ids=list(self.completion_ids),
+                response_mask=list(self.env_mask),
+                logprobs=list(self.logprobs),
+                reward=self.reward,
+                trajectory_id=self.trajectory_id,
+                turns=self.turns,
+                metrics=dict(self.metrics),
+                failure=self.failure,
+            )
+        ]
 
 
 @dataclass
@@ -115,6 +141,7 @@ class _Run:
     eos: int
     log: logging.Logger
     value_forks: int = 0
+    samples: SampleShape = "flat"
     forks: list[_Episode] = field(default_factory=list)
 
 
@@ -132,6 +159,7 @@ def run_episodes(
     log: logging.Logger | None = None,
     value_forks: int = 0,
     timing: dict[str, float] | None = None,
+    samples: SampleShape = "flat",
 ) -> list[EpisodeResult]:
     """Run one episode per spec, all turns batched across episodes; one result per spec, in order.
 
@@ -161,17 +189,23 @@ def run_episodes(
 
     ``timing``, if given, gets ``generate_s`` (time inside ``generate``) and ``env_s`` (the rest:
     building, resetting and stepping the envs) added to it.
+
+    ``samples`` (``agentflow_env.rollout.samples``): ``"flat"`` runs flat observations and makes
+    each episode one flat sample; ``"turns"`` runs the label's observation mode (structured by
+    default) and gives each episode one sample per planner turn (``EpisodeResult.turn_samples``).
+    Trajectory ids are the episodes' indexes in ``specs``.
     """
     start = time.perf_counter()
     generating = 0.0
     if value_forks < 0:
         raise ValueError(f"value_forks must be >= 0, got {value_forks}")
-    run = _Run(pool or _POOL, filler_token_id(tokenizer), log or logger, value_forks)
+    run = _Run(pool or _POOL, filler_token_id(tokenizer), log or logger, value_forks, samples)
     episodes = [_Episode(index, label) for index, label in enumerate(specs)]
     plan_kwargs = {
         "env_id": env_id,
         "env_kwargs": env_kwargs,
         "default_env_kwargs": default_env_kwargs,
+        "samples": samples,
     }
     _start(episodes, plan_kwargs, tokenizer, run)
     starts = [e.first_prompt for e in episodes if e.first_prompt]
@@ -249,7 +283,8 @@ def _step(episode: _Episode, ids: list[int], logprobs: Any, run: _Run) -> None:
         observation, reward, terminated, truncated, info = env.step(action)
         episode.turns += 1
         if terminated or truncated:
-            episode.result = _result(env, float(info.get("reward", reward)), info)
+            reward = float(info.get("reward", reward))
+            episode.result = _result(env, reward, info, run.samples, str(episode.index))
             if episode.is_fork:
                 _finish_fork(episode, run)
         else:
@@ -303,8 +338,17 @@ def _ids(observation: Mapping[str, Any]) -> list[int]:
     return [int(i) for i in observation["token_ids"]]
 
 
-def _result(env: AgentFlowEnv, reward: float, info: Mapping[str, Any]) -> EpisodeResult:
+def _result(
+    env: AgentFlowEnv,
+    reward: float,
+    info: Mapping[str, Any],
+    samples: SampleShape,
+    trajectory_id: str,
+) -> EpisodeResult:
     trajectory = env.trajectory()
+    metrics = dict(info.get("metrics", {}))
+    if samples == "turns":
+        return _turns_result(env, reward, info, metrics, trajectory_id)
     sample = trajectory.flat_sample()
     if not sample.completion_ids:  # a trainer needs a token to read; no action ids were kept
         raise ValueError("the trajectory has no completion tokens")
@@ -317,7 +361,6 @@ def _result(env: AgentFlowEnv, reward: float, info: Mapping[str, Any]) -> Episod
         raise RuntimeError(
             f"{len(logprobs)} log-probs for {len(sample.completion_ids)} completion tokens"
         )
-    metrics = dict(info.get("metrics", {}))
     return EpisodeResult(
         prompt_ids=sample.input_ids[: sample.prompt_length],
         completion_ids=sample.completion_ids,
@@ -332,6 +375,47 @@ def _result(env: AgentFlowEnv, reward: float, info: Mapping[str, Any]) -> Episod
         action_lengths=[len(t.action_ids) for t in trajectory.turns],
         feedback_lengths=[len(t.feedback_ids) for t in trajectory.turns],
         failure=trajectory_failure(env.session),
+        trajectory_id=trajectory_id,
+    )
+
+
+def _turns_result(
+    env: AgentFlowEnv,
+    reward: float,
+    info: Mapping[str, Any],
+    metrics: dict[str, float],
+    trajectory_id: str,
+) -> EpisodeResult:
+    """A finished episode as one sample per planner turn (log-probs the engine did not give:
+    NaN, as on a flat sample)."""
+    trajectory = env.trajectory()
+    failure = trajectory_failure(env.session)
+    turns = turn_samples(
+        trajectory,
+        reward,
+        trajectory_id=trajectory_id,
+        metrics=metrics,
+        failure=failure,
+        logprob_fill=math.nan,
+    )
+    if not turns or not all(t.response_ids for t in turns):
+        raise ValueError("a turn of the trajectory has no action tokens")
+    return EpisodeResult(
+        prompt_ids=list(turns[0].prompt_ids),
+        completion_ids=[],
+        env_mask=[],
+        logprobs=[],
+        reward=reward,
+        success=bool(info.get("success", False)),
+        turns=int(metrics.get("turns", 0)),
+        end_reason=str(info.get("end_reason", "")),
+        metrics=metrics,
+        turn_shaping=[t.shaping for t in trajectory.turns],
+        action_lengths=[len(t.action_ids) for t in trajectory.turns],
+        feedback_lengths=[len(t.feedback_ids) for t in trajectory.turns],
+        failure=failure,
+        trajectory_id=trajectory_id,
+        turn_samples=turns,
     )
 
 
@@ -364,6 +448,7 @@ def _fail(episode: _Episode, stage: str, exc: BaseException, run: _Run) -> None:
         metrics={},
         error=reason,
         failure=reason,
+        trajectory_id=str(episode.index),
     )
 
 

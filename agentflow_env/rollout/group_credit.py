@@ -47,10 +47,16 @@ from agentflow_env.workflow.trajectory import Trajectory, TurnSample
 
 CreditMethod = Literal["broadcast", "progress", "monte_carlo"]
 CREDIT_METHODS: tuple[str, ...] = get_args(CreditMethod)
+Normalization = Literal["trajectory", "turn"]
+"""What a group's mean and std are taken over: its trajectories (the Flow-GRPO paper) or its
+turn samples (AgentFlow's training code)."""
+NORMALIZATIONS: tuple[str, ...] = get_args(Normalization)
 
 __all__ = [
     "CREDIT_METHODS",
+    "NORMALIZATIONS",
     "CreditMethod",
+    "Normalization",
     "TrajectoryCredit",
     "credited_samples",
     "flat_token_advantages",
@@ -63,7 +69,7 @@ def flow_grpo_advantages(
     rewards: Sequence[float],
     turns: Sequence[int] | None = None,
     *,
-    normalize: Literal["trajectory", "turn"] = "trajectory",
+    normalize: Normalization = "trajectory",
     eps: float = 1e-9,
     ddof: int = 1,
 ) -> list[float]:
@@ -138,18 +144,34 @@ def turn_advantages(
     group: Sequence[TrajectoryCredit],
     method: CreditMethod = "broadcast",
     *,
+    normalize: Normalization = "trajectory",
     eps: float = 1e-9,
     ddof: int = 1,
 ) -> list[list[float]]:
     """One advantage per turn of every trajectory of ``group`` (the trajectories of one task), by
-    ``method`` (see the module docstring for the definitions). ``eps`` and ``ddof`` are the
-    normalisation's (``flow_grpo_advantages``'s defaults: unbiased std, as OpenRLHF and torch)."""
+    ``method`` (see the module docstring for the definitions). ``normalize`` (``broadcast``
+    only): over the group's trajectories or its turn samples (``flow_grpo_advantages``);
+    ``progress`` always normalises over turn samples and ``monte_carlo`` not at all, so they
+    refuse ``"turn"`` rather than ignore it. ``eps`` and ``ddof`` are the normalisation's
+    (``flow_grpo_advantages``'s defaults: unbiased std, as OpenRLHF and torch)."""
     if not group:
         raise ValueError("a group needs at least one trajectory")
     if any(t.turns < 1 for t in group):
         raise ValueError("every trajectory needs at least one turn")
+    if normalize not in NORMALIZATIONS:
+        raise ValueError(f"normalize must be one of {list(NORMALIZATIONS)}, got {normalize!r}")
+    if normalize != "trajectory" and method != "broadcast":
+        raise ValueError(
+            f"normalize={normalize!r} is broadcast's choice; {method} has its own normalisation"
+        )
     if method == "broadcast":
-        per_trajectory = flow_grpo_advantages([t.reward for t in group], eps=eps, ddof=ddof)
+        per_trajectory = flow_grpo_advantages(
+            [t.reward for t in group],
+            [t.turns for t in group],
+            normalize=normalize,
+            eps=eps,
+            ddof=ddof,
+        )
         return [[a] * t.turns for t, a in zip(group, per_trajectory, strict=True)]
     if method == "progress":
         return _normalised([_returns_to_go(t) for t in group], eps, ddof)

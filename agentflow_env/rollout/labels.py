@@ -9,8 +9,10 @@ adapter built without arguments (OpenRLHF's ``AgentExecutor()``) is configured b
 the per-action token cap ``max_action_tokens`` (``AGENTFLOW_MAX_ACTION_TOKENS``; the older name
 ``max_turn_tokens`` / ``AGENTFLOW_MAX_TURN_TOKENS`` still works, with a warning).
 
-Every adapter runs envs in flat observation mode with the policy's tokenizer, so a label or a
-setting may not change ``observation_mode`` or ``tokenizer`` (``check_adapter_kwargs``).
+Every adapter runs envs with the policy's tokenizer, in the observation mode its sample shape
+trains on (``samples``: ``flat`` needs flat observations; ``turns`` takes structured ones, the
+default, or flat; ``agentflow_env.rollout.samples``), so a label or a setting may not change
+``tokenizer`` nor pick an observation mode the shape cannot train (``check_adapter_kwargs``).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agentflow_env.rollout.fail_fast import DEFAULT_FAIL_FAST, fail_fast_limit
+from agentflow_env.rollout.samples import SampleShape, check_sample_shape, shape_observation_mode
 from agentflow_env.rollout.spec import DEFAULT_ENV_ID, TaskSpec, TaskSpecError, env_kwargs_from_json
 
 ADAPTER_MAX_ACTION_TOKENS = 1024
@@ -35,7 +38,10 @@ CAP_VARIABLE = "AGENTFLOW_MAX_ACTION_TOKENS"
 DEPRECATED_CAP_VARIABLE = "AGENTFLOW_MAX_TURN_TOKENS"
 """The cap's former variable: still read, with a ``FutureWarning``."""
 ADAPTER_KWARGS: Mapping[str, Any] = {"observation_mode": "flat", "tokenizer": None}
-"""Env kwargs an adapter sets itself; a label or a setting may only repeat these values."""
+"""Env kwargs an adapter sets itself: the tokenizer always, the observation mode from its sample
+shape (these are the flat shape's values); a label or a setting may only repeat them."""
+SAMPLES_VARIABLE = "AGENTFLOW_SAMPLES"
+"""The environment variable naming an adapter's sample shape (``flat`` or ``turns``)."""
 
 
 # -- labels ------------------------------------------------------------------------------------
@@ -76,15 +82,26 @@ def parse_task_prompt(label: Any) -> tuple[int, dict[str, Any]]:
 
 
 def check_adapter_kwargs(
-    kwargs: Mapping[str, Any], where: str, error: type[ValueError] = ValueError
-) -> None:
-    """Raise ``error`` if ``kwargs`` change a setting the adapter sets itself (``ADAPTER_KWARGS``)."""
-    for key, needed in ADAPTER_KWARGS.items():
-        if kwargs.get(key, needed) != needed:
-            raise error(
-                f"{where} sets {key}={kwargs[key]!r:.60}, which the adapter sets itself (flat "
-                "observations; the tokenizer is the policy's: AGENTFLOW_TOKENIZER or the trainer's)"
-            )
+    kwargs: Mapping[str, Any],
+    where: str,
+    error: type[ValueError] = ValueError,
+    samples: SampleShape = "flat",
+) -> str:
+    """Raise ``error`` if ``kwargs`` change a setting the adapter sets itself: the tokenizer (the
+    policy's: ``AGENTFLOW_TOKENIZER`` or the trainer's), or an observation mode the sample shape
+    cannot train. Returns the observation mode the envs run in."""
+    if kwargs.get("tokenizer") is not None:
+        raise error(
+            f"{where} sets tokenizer={kwargs['tokenizer']!r:.60}, which the adapter sets itself "
+            "(the policy's: AGENTFLOW_TOKENIZER or the trainer's)"
+        )
+    try:
+        return shape_observation_mode(samples, kwargs)
+    except ValueError as exc:
+        raise error(
+            f"{where} sets observation_mode={kwargs['observation_mode']!r:.40}, which the adapter "
+            f"sets itself from its sample shape: {exc}"
+        ) from None
 
 
 def positive_int(value: Any, what: str) -> int:
@@ -109,10 +126,13 @@ class EpisodePlan:
     label_kwargs_are_json: bool
     env_key: str
     spec: TaskSpec
+    observation_mode: str = "flat"
+    """The mode the env runs in: the one the sample shape trains on (``check_adapter_kwargs``)."""
 
     @property
     def env_kwargs(self) -> dict[str, Any]:
-        """The env's kwargs as objects (JSON forms of tools and modules built here)."""
+        """The env's kwargs as objects (JSON forms of tools and modules built here); the env is
+        built with ``observation_mode`` besides (``build_env``)."""
         own = self.label_kwargs
         if self.label_kwargs_are_json:
             own = env_kwargs_from_json(own)
@@ -132,6 +152,7 @@ def plan_episode(
     env_kwargs: Mapping[str, Any] | None = None,
     default_env_kwargs: Mapping[str, Any] | None = None,
     json_env_kwargs: Mapping[str, Any] | None = None,
+    samples: SampleShape = "flat",
 ) -> EpisodePlan:
     """The env and task one episode runs.
 
@@ -139,6 +160,7 @@ def plan_episode(
     kwargs are objects (``AgentFlowEnv``'s own arguments); a label naming no env id runs
     ``env_id``. Env kwargs, lowest first: ``default_env_kwargs`` (objects, only for labels that
     name no env id), ``env_kwargs`` (objects), ``json_env_kwargs`` (JSON forms), the label's.
+    ``samples``: the shape the episode is trained as, which picks the observation mode.
     Raises ``TaskSpecError`` for a label that names no task or sets what the adapter sets.
     """
     is_pair = _is_seed_pair(label)
@@ -150,10 +172,11 @@ def plan_episode(
         own = {**(json_env_kwargs or {}), **spec.env_kwargs}
     base = dict(default_env_kwargs or {}) if spec.env_id is None else {}
     base.update(env_kwargs or {})
-    check_adapter_kwargs({**base, **own}, "the label's env kwargs", TaskSpecError)
+    mode = check_adapter_kwargs({**base, **own}, "the label's env kwargs", TaskSpecError, samples)
     chosen = spec.env_id or env_id
-    env_key = json.dumps([chosen, {**base, **own}], sort_keys=True, default=str)
-    return EpisodePlan(chosen, base, own, not is_pair, env_key, spec)
+    merged = {**base, **own, "observation_mode": mode}
+    env_key = json.dumps([chosen, merged], sort_keys=True, default=str)
+    return EpisodePlan(chosen, base, own, not is_pair, env_key, spec, mode)
 
 
 def _is_seed_pair(label: Any) -> bool:
@@ -186,6 +209,9 @@ class AdapterConfig:
     fail_fast: int = DEFAULT_FAIL_FAST
     """How many trajectories in a row failing the same way at a process's start stop the run
     (``agentflow_env.rollout.fail_fast``; 0: never)."""
+    samples: SampleShape = "flat"
+    """The sample shape trained (``agentflow_env.rollout.samples``): one flat sample per
+    trajectory, or one per planner turn (``AGENTFLOW_SAMPLES``)."""
 
     def __init__(
         self,
@@ -196,6 +222,7 @@ class AdapterConfig:
         fail_fast: int = DEFAULT_FAIL_FAST,
         *,
         max_turn_tokens: int | None = None,
+        samples: str = "flat",
     ) -> None:
         if max_turn_tokens is not None:
             _deprecated("AdapterConfig(max_turn_tokens=...)", "max_action_tokens")
@@ -212,6 +239,8 @@ class AdapterConfig:
         object.__setattr__(self, "tokenizer", tokenizer)
         object.__setattr__(self, "max_action_tokens", max_action_tokens)
         object.__setattr__(self, "fail_fast", fail_fast)
+        object.__setattr__(self, "samples", check_sample_shape(samples))
+        check_adapter_kwargs(self.env_kwargs, "the adapter's env kwargs", samples=self.samples)
 
     @property
     def max_turn_tokens(self) -> int:
@@ -222,9 +251,9 @@ class AdapterConfig:
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] = os.environ) -> AdapterConfig:
         """Read and check ``AGENTFLOW_ENV_ID``, ``AGENTFLOW_ENV_KWARGS``, ``AGENTFLOW_TOKENIZER``,
-        ``AGENTFLOW_MAX_ACTION_TOKENS`` (or the deprecated ``AGENTFLOW_MAX_TURN_TOKENS``) and
-        ``AGENTFLOW_FAIL_FAST``. ``env_kwargs`` always holds ``max_action_tokens``, equal to the
-        config's; a cap set in two places must agree."""
+        ``AGENTFLOW_MAX_ACTION_TOKENS`` (or the deprecated ``AGENTFLOW_MAX_TURN_TOKENS``),
+        ``AGENTFLOW_FAIL_FAST`` and ``AGENTFLOW_SAMPLES``. ``env_kwargs`` always holds
+        ``max_action_tokens``, equal to the config's; a cap set in two places must agree."""
         raw = environ.get("AGENTFLOW_ENV_KWARGS", "").strip() or "{}"
         try:
             kwargs = json.loads(raw)
@@ -234,7 +263,12 @@ class AdapterConfig:
             ) from None
         if not isinstance(kwargs, dict):
             raise ValueError(f"AGENTFLOW_ENV_KWARGS must be a JSON object, got {raw!r:.120}")
-        check_adapter_kwargs(kwargs, "AGENTFLOW_ENV_KWARGS")
+        samples = environ.get(SAMPLES_VARIABLE, "").strip() or "flat"
+        try:
+            check_sample_shape(samples)
+        except ValueError as exc:
+            raise ValueError(f"{SAMPLES_VARIABLE}: {exc}") from None
+        check_adapter_kwargs(kwargs, "AGENTFLOW_ENV_KWARGS", samples=samples)  # type: ignore[arg-type]
         cap, cap_variable = _cap_from_environ(environ)
         if "max_action_tokens" in kwargs:
             env_cap = positive_int(
@@ -255,12 +289,15 @@ class AdapterConfig:
             tokenizer=environ.get("AGENTFLOW_TOKENIZER", "").strip() or None,
             max_action_tokens=cap,
             fail_fast=fail_fast_limit(environ),
+            samples=samples,
         )
 
     def plan(self, label: Any) -> EpisodePlan:
         """The episode a label names under these settings (the label's env kwargs win; its own
         ``max_action_tokens`` caps that episode's turns and must be an integer >= 1)."""
-        plan = plan_episode(label, env_id=self.env_id, json_env_kwargs=self.env_kwargs)
+        plan = plan_episode(
+            label, env_id=self.env_id, json_env_kwargs=self.env_kwargs, samples=self.samples
+        )
         if "max_action_tokens" in plan.spec.env_kwargs:
             positive_int(plan.spec.env_kwargs["max_action_tokens"], "the label's max_action_tokens")
         return plan
@@ -311,6 +348,7 @@ __all__ = [
     "ADAPTER_MAX_ACTION_TOKENS",
     "CAP_VARIABLE",
     "DEPRECATED_CAP_VARIABLE",
+    "SAMPLES_VARIABLE",
     "AdapterConfig",
     "EpisodePlan",
     "check_adapter_kwargs",

@@ -41,9 +41,10 @@ _DEFAULT = "default"
 
 
 def build_env(plan: EpisodePlan, tokenizer: Any) -> AgentFlowEnv:
-    """A new flat-mode env for ``plan`` (by its registered id, so ``AgentFlow-Code-v0`` and
-    envs registered elsewhere work too) with ``tokenizer`` (any form ``resolve_tokenizer`` reads)."""
-    kwargs = {**plan.env_kwargs, "observation_mode": "flat", "tokenizer": tokenizer}
+    """A new env for ``plan`` in the plan's observation mode (by its registered id, so
+    ``AgentFlow-Code-v0`` and envs registered elsewhere work too) with ``tokenizer`` (any form
+    ``resolve_tokenizer`` reads)."""
+    kwargs = {**plan.env_kwargs, "observation_mode": plan.observation_mode, "tokenizer": tokenizer}
     # The env ids are registered by ``agentflow_env/__init__.py``, run before any submodule.
     env = gym.make(plan.env_id, **kwargs).unwrapped
     if not isinstance(env, AgentFlowEnv):

@@ -12,6 +12,11 @@ the sample so far (up to the last action, so nothing is cut). Nothing an episode
 an env that fails gives a reward-0 sample (``failures``); only ``generate``'s own exceptions (the
 engine, not this trajectory) propagate.
 
+Sample shapes (``agentflow_env.rollout.samples``): ``samples="turns"`` gives one sample per
+planner turn instead (``TokenEpisode.turn_samples``), each on the exact prompt that turn acted
+on; the budgets then hold per sample: each turn's prompt against ``prompt``, its action against
+``response`` and the two against ``total``, not a growing sequence.
+
 Aborted turns: an engine that pauses for a weight sync answers in-flight requests with no tokens
 (stop reason ``"aborted"``). Such a turn is re-issued up to ``aborted_retries`` times and never
 stepped as an empty action; after that the episode ends as a reward-0 sample (``ABORTED``).
@@ -27,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from agentflow_env.rollout import failures
+from agentflow_env.rollout.samples import SampleShape, TrainerSample, turn_samples
 from agentflow_env.workflow.session import Session
 
 _T = TypeVar("_T")
@@ -63,7 +69,7 @@ class TokenBudget:
     turn: int | None = None
 
     def room(self, prompt_length: int, response_length: int) -> int:
-        """How many more tokens the response may take."""
+        """How many more tokens the response may take (a turn sample's response starts at 0)."""
         limits = [1 << 62]
         if self.response is not None:
             limits.append(self.response - response_length)
@@ -95,11 +101,32 @@ class TokenEpisode:
     unscored: int = 0
     turn_ends: dict[str, int] = field(default_factory=lambda: dict.fromkeys(TURN_ENDS, 0))
     env_seconds: float = 0.0
+    turn_samples: list[TrainerSample] = field(default_factory=list)
+    """``samples="turns"``: one sample per planner turn, each with this episode's reward. The
+    flat fields then hold the first prompt and no response, except on a placeholder sample (a
+    failure before any turn), which they are."""
 
     @property
     def done(self) -> bool:
         """Whether the env ended the episode (not a budget or a failure)."""
         return self.end == DONE
+
+    def trainer_samples(self) -> list[TrainerSample]:
+        """The episode as the trainer trains on it: its turn samples, or one flat sample."""
+        if self.turn_samples:
+            return list(self.turn_samples)
+        return [
+            TrainerSample(
+                prompt_ids=list(self.prompt_ids),
+                response_ids=list(self.response_ids),
+                response_mask=list(self.response_mask),
+                logprobs=None if self.response_logprobs is None else list(self.response_logprobs),
+                reward=self.reward,
+                turns=self.turns,
+                metrics=dict(self.logs),
+                failure=self.error,
+            )
+        ]
 
 
 async def run_token_episode(
@@ -113,18 +140,23 @@ async def run_token_episode(
     aborted_retries: int = 2,
     retry_delay: float = 1.0,
     logprob_fill: float | None = None,
+    samples: SampleShape = "flat",
 ) -> TokenEpisode:
     """Run the episode of ``new_session()`` (called in a worker thread: it may build envs and
     worlds) with ``generate`` as the planner. ``filler`` pads a failure sample that has no
     tokens (the tokenizer's end-of-turn id); ``label`` names the task in warnings.
     ``aborted_retries``: how many times an aborted turn is re-issued (``retry_delay`` seconds
     apart, growing) before the episode ends. ``logprob_fill``: when set, the log-prob of sampled
-    ids the engine did not score, so a trainer that stacks log-probs always gets them."""
-    stats = _Stats()
+    ids the engine did not score, so a trainer that stacks log-probs always gets them.
+    ``samples``: one flat sample, or one per turn (the session must then be built in an
+    observation mode the shape trains: ``check_adapter_kwargs``)."""
+    stats = _Stats(samples=samples)
     episode = await _run(
         new_session, generate, budget, filler, log, label, stats, aborted_retries, retry_delay
     )
-    if logprob_fill is not None and episode.response_logprobs is None:
+    if episode.turn_samples:
+        _fill_turns(episode, logprob_fill)
+    elif logprob_fill is not None and episode.response_logprobs is None:
         episode.response_logprobs, episode.unscored = _filled(episode, logprob_fill)
     episode.turn_ends = dict(stats.ends)
     episode.env_seconds = stats.env_seconds
@@ -137,6 +169,7 @@ class _Stats:
 
     ends: dict[str, int] = field(default_factory=lambda: dict.fromkeys(TURN_ENDS, 0))
     env_seconds: float = 0.0
+    samples: SampleShape = "flat"
 
     async def env(self, call: Awaitable[_T]) -> _T:
         """``await call``, its time counted as the env's."""
@@ -182,10 +215,17 @@ async def _run(
         failures.warn_failed(log, exc, 0, label)
         return _failed(session, exc, filler, budget)
     end = DONE
+    per_turn = stats.samples == "turns"
     while not session.done:
         current = session.observation
         assert current is not None
-        room = budget.room(len(first), len(current.token_ids) - len(first))
+        if per_turn and budget.prompt is not None and len(current.token_ids) > budget.prompt:
+            end = PROMPT_BUDGET  # this turn's prompt alone is too long: the episode ends here
+            break
+        if per_turn:
+            room = budget.room(len(current.token_ids), 0)
+        else:
+            room = budget.room(len(first), len(current.token_ids) - len(first))
         cap = min(room, session.config.max_action_tokens or room, budget.turn or room)
         if cap < 1:
             end = RESPONSE_BUDGET
@@ -207,7 +247,7 @@ async def _run(
             log.warning(
                 "AgentFlow trajectory ends with reward 0: %s | label: %.200s", reason, label
             )
-            return _ended(session, reason, filler, budget, ABORTED)
+            return _ended(session, reason, filler, budget, ABORTED, stats.samples)
         stats.ends["length" if stop == "length" or len(ids) >= cap else "stop"] += 1
         action = ids[:cap]
         known = None if known is None else known[:cap]
@@ -217,11 +257,11 @@ async def _run(
             )
         except Exception as exc:
             failures.warn_failed(log, exc, len(session.turn_records), label)
-            return _failed(session, exc, filler, budget)
+            return _failed(session, exc, filler, budget, stats.samples)
     if not session.turn_records:  # no room for even one action
         return _short_sample(session, first, filler, end)
     try:
-        return _flat(session, end)
+        return _turns(session, end) if per_turn else _flat(session, end)
     except ValueError as exc:  # the env's record is not one flat sequence: a bug, not a crash
         failures.warn_failed(log, exc, len(session.turn_records), label)
         return _short_sample(session, first, filler, ERROR, failures.failure_reason(exc))
@@ -243,6 +283,37 @@ def _flat(session: Session, end: str) -> TokenEpisode:
         logs=failures.episode_logs(session, error=end in FAILED_ENDS),
         session=session,
     )
+
+
+def _turns(session: Session, end: str) -> TokenEpisode:
+    """The session's turns as one sample each, the episode's reward on every one."""
+    reward = float(session.outcome.reward) if end == DONE and session.outcome else 0.0
+    logs = failures.episode_logs(session, error=end in FAILED_ENDS)
+    failure = failures.trajectory_failure(session)
+    samples = turn_samples(session.trajectory(), reward, metrics=logs, failure=failure)
+    first = samples[0].prompt_ids
+    return TokenEpisode(
+        prompt_ids=list(first),
+        response_ids=[],
+        response_mask=[],
+        response_logprobs=None,
+        reward=reward,
+        turns=len(samples),
+        end=end,
+        logs=logs,
+        session=session,
+        turn_samples=samples,
+    )
+
+
+def _fill_turns(episode: TokenEpisode, fill: float | None) -> None:
+    """Count the sampled ids of turns the engine did not score and, with ``fill``, give them
+    ``fill`` as their log-probs."""
+    for sample in episode.turn_samples:
+        if sample.logprobs is None:
+            episode.unscored += len(sample.response_ids)
+            if fill is not None:
+                sample.logprobs = [fill] * len(sample.response_ids)
 
 
 def _filled(episode: TokenEpisode, fill: float) -> tuple[list[float], int]:
@@ -283,20 +354,32 @@ def _short_sample(
 
 
 def _failed(
-    session: Session | None, exc: BaseException, filler: int, budget: TokenBudget
+    session: Session | None,
+    exc: BaseException,
+    filler: int,
+    budget: TokenBudget,
+    samples: SampleShape = "flat",
 ) -> TokenEpisode:
-    return _ended(session, failures.failure_reason(exc), filler, budget, ERROR)
+    return _ended(session, failures.failure_reason(exc), filler, budget, ERROR, samples)
 
 
 def _ended(
-    session: Session | None, reason: str, filler: int, budget: TokenBudget, end: str
+    session: Session | None,
+    reason: str,
+    filler: int,
+    budget: TokenBudget,
+    end: str,
+    samples: SampleShape = "flat",
 ) -> TokenEpisode:
-    """A reward-0 sample of the turns recorded so far (if they still form a flat sample), else
-    the first prompt and one masked ``filler``, with ``reason`` as its error."""
+    """A reward-0 sample of the turns recorded so far (if they still form a flat sample; as turn
+    samples, each failed with ``reason``), else the first prompt and one masked ``filler``, with
+    ``reason`` as its error."""
     if session is not None and session.turn_records:
         try:
-            episode = _flat(session, end)
+            episode = _turns(session, end) if samples == "turns" else _flat(session, end)
             episode.error = reason
+            for sample in episode.turn_samples:
+                sample.failure = reason
             return episode
         except ValueError:
             pass
