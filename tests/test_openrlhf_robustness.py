@@ -43,6 +43,7 @@ from agentflow_env.modules.rule import (  # noqa: E402
     RuleExecutor,
     RuleInitializer,
 )
+from agentflow_env.rollout.failures import AdapterError  # noqa: E402
 from agentflow_env.rollout.spec import TaskSpec  # noqa: E402
 from agentflow_env.workflow.frozen_modules import Modules  # noqa: E402
 from agentflow_env.workflow.session import Session  # noqa: E402
@@ -183,7 +184,7 @@ def hf_tokenizer() -> Any:
 def load_agent(monkeypatch: pytest.MonkeyPatch):
     """Load agent_func.py by path (as OpenRLHF does) under the given AGENTFLOW_* settings."""
     cap = ("MAX_ACTION_TOKENS", "MAX_TURN_TOKENS")  # the cap's variable and its old name
-    for var in ("ENV_ID", "ENV_KWARGS", "TOKENIZER", *cap, "RETRIEVER_URL"):
+    for var in ("ENV_ID", "ENV_KWARGS", "TOKENIZER", *cap, "RETRIEVER_URL", "SAMPLES"):
         monkeypatch.delenv(f"AGENTFLOW_{var}", raising=False)
     count = iter(range(1000))
 
@@ -260,12 +261,25 @@ def test_the_default_cap_is_set_on_the_env(load_agent):
         ({"MAX_TURN_TOKENS": "many"}, "AGENTFLOW_MAX_TURN_TOKENS must be an integer >= 1"),
         ({"ENV_KWARGS": '{"max_action_tokens": null}'}, "max_action_tokens in AGENTFLOW_ENV"),
         ({"ENV_KWARGS": '{"observation_mode": "structured"}'}, "adapter sets itself"),
+        ({"SAMPLES": "rows"}, "AGENTFLOW_SAMPLES: samples must be one of"),
     ],
 )
 def test_conflicting_caps_are_rejected_at_start_up(load_agent, env, match):
     module = load_agent(**env)
     with pytest.raises(ValueError, match=match):
         module.AgentExecutor()  # what OpenRLHF builds in each vLLM actor at start-up
+
+
+def test_turn_samples_are_refused_at_start_up_with_the_way_to_train_them(load_agent):
+    """OpenRLHF's executor returns one sample per trajectory: asked for per-turn samples, the
+    adapter stops at start-up instead of training flat ones."""
+    module = load_agent(SAMPLES="turns")
+    with pytest.raises(AdapterError, match="AGENTFLOW_SAMPLES=turns: this trainer trains flat"):
+        module.AgentExecutor()
+    assert (
+        "SkyRL" in module.shared_envs.flat_only
+        and "Agent Lightning" in module.shared_envs.flat_only
+    )
 
 
 def test_equal_caps_are_accepted(load_agent):

@@ -67,11 +67,11 @@ def adapter(monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
     """The adapter module as verl's workers import it (its folder on ``sys.path``), with fresh
     ``AGENTFLOW_*`` settings and the registry entries of the YAML."""
     cap = ("MAX_ACTION_TOKENS", "MAX_TURN_TOKENS")  # the cap's variable and its old name
-    for var in ("ENV_ID", "ENV_KWARGS", "TOKENIZER", *cap, "FAIL_FAST"):
+    for var in ("ENV_ID", "ENV_KWARGS", "TOKENIZER", *cap, "FAIL_FAST", "SAMPLES"):
         monkeypatch.delenv(f"AGENTFLOW_{var}", raising=False)
     monkeypatch.syspath_prepend(str(ROOT / "adapters" / "verl"))
     module = importlib.import_module("agentflow_agent_loop")
-    monkeypatch.setattr(module, "shared_envs", LazySharedEnvs())
+    monkeypatch.setattr(module, "shared_envs", LazySharedEnvs(module.shared_envs.flat_only))
     monkeypatch.setattr(module, "RETRY_DELAY_S", 0.0, raising=False)  # no waits between retries
     monkeypatch.setattr(module, "trajectory_numbers", itertools.count(), raising=False)
     monkeypatch.setattr(module, "_unscored_warned", [False], raising=False)
@@ -495,6 +495,15 @@ def test_a_turn_without_logprobs_gets_the_fill_value_and_is_counted(adapter, hf_
         assert out.non_tensor_batch["unscored_tokens"][row] == missing
         assert out.non_tensor_batch["failed"][row] == 0.0
     assert caplog.text.count("without log-probs") == 1  # once per process
+
+
+def test_turn_samples_are_refused_with_the_way_to_train_them(adapter, hf_tokenizer, monkeypatch):
+    """verl's agent loop returns one sample per rollout: AGENTFLOW_SAMPLES=turns stops the run
+    at its first trajectory, naming Agent Lightning, instead of training flat samples."""
+    monkeypatch.setenv("AGENTFLOW_SAMPLES", "turns")
+    with pytest.raises(AdapterError, match="trains flat samples only") as raised:
+        run_batch(adapter, hf_tokenizer, FakeServerManager([]), [spec_for(0)])
+    assert "Agent Lightning" in str(raised.value)
 
 
 # -- fail fast --------------------------------------------------------------------------------------

@@ -45,7 +45,12 @@ from agentflow_env.rollout import describe_mismatch as describe_token_mismatch
 
 LOG_KEYS = EPISODE_LOG_KEYS
 logger = logging.getLogger("agentflow_env.adapters.openrlhf")
-shared_envs = LazySharedEnvs()  # this process's envs and settings, read on first use
+# This process's envs and settings, read on first use; OpenRLHF trains flat samples only.
+shared_envs = LazySharedEnvs(
+    flat_only="OpenRLHF's AgentExecutor returns one sample per trajectory (openrlhf/utils/agent.py), "
+    "so its Flow-GRPO is the flat broadcast; per-turn samples train through SkyRL's step-wise "
+    "trajectories, TRL's samples='turns' or Agent Lightning on verl (docs/credit.md)"
+)
 _SEAM = SeamLatch(logger, "AgentFlow's OpenRLHF adapter cannot capture the sampled ids")
 _TEXT_FALLBACK = "AgentInstance is driven by another executor: re-encoding action_text (lossy)"
 _warn_text_fallback = functools.cache(functools.partial(logger.warning, _TEXT_FALLBACK))

@@ -56,7 +56,11 @@ from agentflow_env.rollout import (
 AGENT_NAME = VERL_AGENT_NAME
 """The ``agent_name`` of the dataset rows this loop runs."""
 logger = logging.getLogger("agentflow_env.adapters.verl")
-shared_envs = LazySharedEnvs()  # this process's envs and settings, read on first use
+# This process's envs and settings, read on first use; verl's agent loop trains flat samples.
+shared_envs = LazySharedEnvs(
+    flat_only="verl's agent loop returns one AgentLoopOutput per rollout; per-turn samples on "
+    "verl go through Agent Lightning (adapters/agent_lightning, docs/credit.md)"
+)
 LOGPROB_FILL = 0.0
 """The rollout log-prob of a response token the server did not score (env feedback, a failure
 sample's filler, a turn returned without log-probs): verl's own padding value."""

@@ -30,7 +30,8 @@ from agentflow_env.base.hf_tokens import resolve_tokenizer
 from agentflow_env.base.tokens import ChatTokenizer
 from agentflow_env.envs.env import AgentFlowEnv
 from agentflow_env.rollout.fail_fast import FailFast
-from agentflow_env.rollout.labels import AdapterConfig, EpisodePlan
+from agentflow_env.rollout.failures import AdapterError
+from agentflow_env.rollout.labels import SAMPLES_VARIABLE, AdapterConfig, EpisodePlan
 from agentflow_env.rollout.spec import TaskSpec, TaskSpecError
 from agentflow_env.tasks.base import Task
 from agentflow_env.workflow.session import Session
@@ -166,16 +167,27 @@ class SharedEnvs:
 
 class LazySharedEnvs:
     """Calling it returns one ``SharedEnvs`` configured from the ``AGENTFLOW_*`` environment
-    variables on the first call (thread-safe): what an adapter built without arguments keeps."""
+    variables on the first call (thread-safe): what an adapter built without arguments keeps.
 
-    def __init__(self) -> None:
+    ``flat_only``: for a trainer that trains one sample per trajectory, why it cannot take turn
+    samples; ``AGENTFLOW_SAMPLES=turns`` then stops the run with that reason (``AdapterError``)
+    instead of training another shape than the one asked for."""
+
+    def __init__(self, flat_only: str | None = None) -> None:
         self._lock = threading.Lock()
         self._shared: SharedEnvs | None = None
+        self.flat_only = flat_only
 
     def __call__(self) -> SharedEnvs:
         with self._lock:
             if self._shared is None:
-                self._shared = SharedEnvs(AdapterConfig.from_environ())
+                config = AdapterConfig.from_environ()
+                if self.flat_only is not None and config.samples != "flat":
+                    raise AdapterError(
+                        f"{SAMPLES_VARIABLE}={config.samples}: this trainer trains flat samples "
+                        f"only: {self.flat_only}"
+                    )
+                self._shared = SharedEnvs(config)
             return self._shared
 
 
