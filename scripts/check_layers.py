@@ -35,6 +35,7 @@ OPTIONAL = {
     "e2b",
     "e2b_code_interpreter",
     "matplotlib",
+    "msgpack",
     "pyarrow",
     "pyseccomp",
     "torch",

@@ -178,8 +178,8 @@ def test_each_rule_names_what_breaks_it(tmp_path: Path) -> None:
         "agentflow_env/core/impl.py:2: module-level import of the optional torch (import it in "
         "the function that needs it, or under TYPE_CHECKING)",
         "agentflow_env/core/impl.py:8: function-local import of json (only the optional "
-        "dependencies ['aiohttp', 'e2b', 'e2b_code_interpreter', 'matplotlib', 'pyarrow', "
-        "'pyseccomp', 'torch', 'transformers', 'vllm'] are imported in functions)",
+        "dependencies ['aiohttp', 'e2b', 'e2b_code_interpreter', 'matplotlib', 'msgpack', "
+        "'pyarrow', 'pyseccomp', 'torch', 'transformers', 'vllm'] are imported in functions)",
         "agentflow_env/core/impl.py:14: function-local import of package module "
         "agentflow_env.core.helpers",
         "import cycle: agentflow_env.core -> agentflow_env.core.helpers -> agentflow_env.core",

@@ -1,4 +1,5 @@
-"""A retriever server speaking Search-R1's protocol over a BM25, dense or hybrid index.
+"""A retriever server speaking Search-R1's protocol (and the dialects of SkyRL-gym's, verl-agent's
+and GEM's search tools) over a BM25, dense or hybrid index.
 
 The protocol and the HTTP side (an aiohttp application) are in ``server_app``, the batching of
 concurrent requests' queries into one ``search_batch`` call in ``batcher``; this module opens
@@ -36,7 +37,9 @@ from agentflow_env.retrieval.server_app import (
     DEFAULT_TOPK,
     MAX_TOPK,
     RequestError,
+    RetrieveRequest,
     RetrieverServerHandle,
+    format_reply,
     format_result,
     parse_request,
     start_retriever_server,
@@ -278,8 +281,10 @@ __all__ = [
     "MAX_TOPK",
     "QueryBatcher",
     "RequestError",
+    "RetrieveRequest",
     "RetrieverServerHandle",
     "ServerStats",
+    "format_reply",
     "format_result",
     "open_index",
     "parse_request",

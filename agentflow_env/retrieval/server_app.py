@@ -1,12 +1,23 @@
-"""The retriever server's HTTP side: Search-R1's protocol as an aiohttp application.
+"""The retriever server's HTTP side: Search-R1's protocol, and its peers' dialects, as an aiohttp
+application.
 
-``POST /retrieve`` with ``{"queries": [str], "topk": int, "return_scores": bool}`` answers
-``{"result": [[{"document": {"id", "contents"}, "score": float}, ...], ...]}``, or, without
-scores, one list of ``{"id", "contents"}`` documents per query. As in Search-R1's server, a
-``topk`` that is missing, ``null`` or ``0`` means the server's default. Bad requests get HTTP 400
-with ``{"error": ...}``, as do a POST without a length (411), a body over ``MAX_BODY_BYTES``
-(413; aiohttp's own, in plain text, for a chunked one), an unknown path (404) and another method
-(501). HTTP that aiohttp cannot parse gets aiohttp's own 400.
+``POST /retrieve`` with ``{"queries": [str], "topk": int, "return_scores": bool}`` (Search-R1)
+answers ``{"result": [[{"document": {"id", "contents"}, "score": float}, ...], ...]}``, or, without
+scores, one list of ``{"id", "contents"}`` documents per query. The peers send one query:
+
+- ``{"query": str, ...}`` in JSON (SkyRL-gym's and verl-agent's search tools) gets
+  ``{"result": [[{"document": ..., "score": float}, ...]]}``: one list, for its one query, of
+  ``{"document"}`` items (``"score"`` too with ``return_scores``), which their parser reads;
+- the same object in MessagePack (GEM's search tool; a body whose first byte is a MessagePack
+  map) gets ``{"result": [{"document": ..., "score": float}, ...]}`` in MessagePack: the list
+  of items itself, as GEM reads it (needs the ``msgpack`` package, else HTTP 415).
+
+A body with both ``queries`` and ``query`` is refused: the two answer in different shapes. As in
+Search-R1's server, a ``topk`` that is missing, ``null`` or ``0`` means the server's default. Bad
+requests get HTTP 400 with ``{"error": ...}`` (in JSON, whatever the request's encoding), as do a
+POST without a length (411), a body over ``MAX_BODY_BYTES`` (413; aiohttp's own, in plain text,
+for a chunked one), an unknown path (404) and another method (501). HTTP that aiohttp cannot
+parse gets aiohttp's own 400.
 
 ``GET /health`` reports the index (``retriever``, ``model``, ``corpus_id``, ``documents``,
 ``index``: per part where it came from, ``"built"`` or ``"loaded"`` from the disk cache, and the
@@ -15,7 +26,8 @@ the ``worker`` that answered (of ``workers`` sharing the port) and the counters 
 ``ServerStats``.
 
 aiohttp's server runs on an event loop of its own thread and hands the queries to a
-``QueryBatcher`` (its own thread), off the loop. aiohttp is imported when a server starts.
+``QueryBatcher`` (its own thread), off the loop. aiohttp is imported when a server starts,
+msgpack when a MessagePack body arrives.
 """
 
 from __future__ import annotations
@@ -27,8 +39,9 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from agentflow_env.retrieval.batcher import SEARCH_TIMEOUT_S, QueryBatcher, ServerStats
 from agentflow_env.retrieval.bm25 import Hit, Searchable, get_index
@@ -47,24 +60,45 @@ _SHUTDOWN_S = 1.0  # how long stop() lets the requests in flight finish
 _LINGER_S = 1.0  # how long the rest of a refused body is read (and dropped) before closing
 
 
-_JSON_HEADERS = {"Content-Type": "application/json; charset=utf-8"}
+_JSON_TYPE = "application/json; charset=utf-8"
+_MSGPACK_TYPE = "application/msgpack"
+# The first byte of a MessagePack map (fixmap, map 16, map 32); no JSON text starts with one.
+_MSGPACK_MAP_BYTES = frozenset(range(0x80, 0x90)) | {0xDE, 0xDF}
+
+# How a request came, which is how its reply goes: Search-R1's ``queries`` list, one JSON
+# ``query`` (SkyRL-gym, verl-agent), one MessagePack ``query`` (GEM).
+Shape = Literal["queries", "query", "msgpack"]
 
 
 class RequestError(ValueError):
-    """A malformed ``/retrieve`` request (answered with HTTP 400)."""
+    """A malformed ``/retrieve`` request (answered with HTTP ``status``, 400)."""
+
+    status = 400
 
 
-def parse_request(body: bytes, default_topk: int) -> tuple[list[str], int, bool]:
-    """Validate a ``/retrieve`` body; ``(queries, topk, return_scores)`` or ``RequestError``."""
-    try:
-        request = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise RequestError(f"body is not valid JSON: {error}") from None
+class UnsupportedBody(RequestError):
+    """A MessagePack body without the ``msgpack`` package on the server (HTTP 415)."""
+
+    status = 415
+
+
+@dataclass(frozen=True)
+class RetrieveRequest:
+    """A valid ``/retrieve`` body: its queries, ``topk``, ``return_scores`` and its ``shape``."""
+
+    queries: list[str]
+    topk: int
+    return_scores: bool
+    shape: Shape = "queries"
+
+
+def parse_request(body: bytes, default_topk: int) -> RetrieveRequest:
+    """Validate a ``/retrieve`` body (JSON, or a MessagePack map); ``RequestError`` if bad."""
+    packed = bool(body) and body[0] in _MSGPACK_MAP_BYTES
+    request = _unpack(body) if packed else _load_json(body)
     if not isinstance(request, dict):
-        raise RequestError("body must be a JSON object with a 'queries' list")
-    queries = request.get("queries")
-    if not isinstance(queries, list) or not all(isinstance(q, str) for q in queries):
-        raise RequestError("'queries' must be a list of strings")
+        raise RequestError("body must be a JSON object with a 'queries' list or a 'query'")
+    queries, shape = _queries(request, packed)
     if len(queries) > MAX_QUERIES_PER_REQUEST:
         raise RequestError(f"at most {MAX_QUERIES_PER_REQUEST} queries per request")
     topk = request.get("topk")
@@ -77,7 +111,46 @@ def parse_request(body: bytes, default_topk: int) -> tuple[list[str], int, bool]
     return_scores = request.get("return_scores", False)
     if not isinstance(return_scores, bool):
         raise RequestError(f"'return_scores' must be true or false, got {return_scores!r}")
-    return queries, topk, return_scores
+    return RetrieveRequest(queries, topk, return_scores, shape)
+
+
+def _queries(request: dict[Any, Any], packed: bool) -> tuple[list[str], Shape]:
+    """The queries of a request (a MessagePack one when ``packed``) and its shape."""
+    if "queries" in request and "query" in request:
+        raise RequestError("give 'queries' (a list of strings) or 'query' (one string), not both")
+    if "query" in request:
+        query = request["query"]
+        if not isinstance(query, str):
+            raise RequestError(f"'query' must be a string, got {query!r:.60}")
+        return [query], "msgpack" if packed else "query"
+    if packed:
+        raise RequestError("a MessagePack body (GEM's search tool) needs a 'query' string")
+    queries = request.get("queries")
+    if not isinstance(queries, list) or not all(isinstance(q, str) for q in queries):
+        raise RequestError("'queries' must be a list of strings (or 'query' one string)")
+    return queries, "queries"
+
+
+def _load_json(body: bytes) -> Any:
+    try:
+        return json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise RequestError(f"body is not valid JSON: {error}") from None
+
+
+def _unpack(body: bytes) -> Any:
+    try:
+        import msgpack
+    except ImportError:
+        raise UnsupportedBody(
+            "a MessagePack body (GEM's search tool) needs the msgpack package on the server: "
+            "pip install 'agentflow-env[gem]'"
+        ) from None
+    try:
+        return msgpack.unpackb(body)
+    except (ValueError, TypeError) as error:  # msgpack's errors are ValueErrors
+        problem = str(error) or type(error).__name__
+        raise RequestError(f"body is not valid MessagePack: {problem}") from None
 
 
 def format_result(hits: Sequence[Sequence[Hit]], return_scores: bool) -> dict[str, Any]:
@@ -92,6 +165,28 @@ def format_result(hits: Sequence[Sequence[Hit]], return_scores: bool) -> dict[st
         else:
             result.append(documents)
     return {"result": result}
+
+
+def format_reply(request: RetrieveRequest, hits: Sequence[Sequence[Hit]]) -> tuple[bytes, str]:
+    """The reply to ``request`` in the shape its client reads: the body and its Content-Type."""
+    if request.shape == "queries":
+        return _to_json(format_result(hits, request.return_scores)), _JSON_TYPE
+    (query_hits,) = hits
+    items: list[dict[str, Any]] = []
+    for doc, score in query_hits:
+        item: dict[str, Any] = {"document": {"id": doc.doc_id, "contents": doc.contents}}
+        if request.return_scores:
+            item["score"] = float(score)
+        items.append(item)
+    if request.shape == "query":
+        return _to_json({"result": [items]}), _JSON_TYPE
+    import msgpack  # parse_request found it
+
+    return msgpack.packb({"result": items}), _MSGPACK_TYPE
+
+
+def _to_json(payload: Mapping[str, Any]) -> bytes:
+    return json.dumps(payload, ensure_ascii=False).encode("utf-8")
 
 
 class _Service:
@@ -152,24 +247,24 @@ class _Service:
             return _reply(413, {"error": f"body larger than {MAX_BODY_BYTES} bytes"}, close=True)
         stats = self.stats
         try:
-            queries, topk, return_scores = parse_request(await request.read(), self.default_topk)
+            parsed = parse_request(await request.read(), self.default_topk)
         except RequestError as error:
             with stats._lock:
                 stats.errors += 1
-            return _reply(400, {"error": str(error)})
+            return _reply(error.status, {"error": str(error)})
         with stats._lock:
             stats.requests += 1
-            stats.queries += len(queries)
-        if not queries:
-            return _reply(200, format_result([], return_scores))
-        future = self.batcher.submit(queries, topk)
+            stats.queries += len(parsed.queries)
+        if not parsed.queries:
+            return _reply(200, format_result([], parsed.return_scores))
+        future = self.batcher.submit(parsed.queries, parsed.topk)
         try:
             hits = await asyncio.wait_for(asyncio.wrap_future(future), SEARCH_TIMEOUT_S)
         except Exception as error:
             with stats._lock:
                 stats.errors += 1
             return _reply(500, {"error": f"search failed: {type(error).__name__}: {error}"})
-        return _reply(200, format_result(hits, return_scores))
+        return _respond(200, *format_reply(parsed, hits))
 
     async def elsewhere(self, request: web.Request) -> web.Response:
         if request.method in ("GET", "POST"):
@@ -178,10 +273,13 @@ class _Service:
 
 
 def _reply(status: int, payload: dict[str, Any], close: bool = False) -> web.Response:
+    return _respond(status, _to_json(payload), _JSON_TYPE, close)
+
+
+def _respond(status: int, body: bytes, content_type: str, close: bool = False) -> web.Response:
     from aiohttp import web
 
-    data = json.dumps(payload, ensure_ascii=False).encode("utf-8")
-    response = web.Response(status=status, body=data, headers=_JSON_HEADERS)
+    response = web.Response(status=status, body=body, headers={"Content-Type": content_type})
     if close:
         response.force_close()
     return response
@@ -303,7 +401,11 @@ __all__ = [
     "MAX_QUERIES_PER_REQUEST",
     "MAX_TOPK",
     "RequestError",
+    "RetrieveRequest",
     "RetrieverServerHandle",
+    "Shape",
+    "UnsupportedBody",
+    "format_reply",
     "format_result",
     "parse_request",
     "start_retriever_server",
