@@ -63,12 +63,12 @@ def hf_tokenizer() -> Any:
 def adapters(monkeypatch: pytest.MonkeyPatch) -> types.SimpleNamespace:
     """Both adapter modules with fresh ``AGENTFLOW_*`` settings; the env registered."""
     cap = ("MAX_ACTION_TOKENS", "MAX_TURN_TOKENS")  # the cap's variable and its old name
-    for var in ("ENV_ID", "ENV_KWARGS", "TOKENIZER", *cap, "FAIL_FAST"):
+    for var in ("ENV_ID", "ENV_KWARGS", "TOKENIZER", *cap, "FAIL_FAST", "SAMPLES"):
         monkeypatch.delenv(f"AGENTFLOW_{var}", raising=False)
     env = importlib.import_module("agentflow_text_env")
     generator = importlib.import_module("agentflow_generator")
     monkeypatch.setattr(env, "shared_envs", LazySharedEnvs())
-    monkeypatch.setattr(generator, "shared_envs", LazySharedEnvs())
+    monkeypatch.setattr(generator, "shared_envs", generator.ShapedSharedEnvs())
     env.register_env()
     return types.SimpleNamespace(env=env, generator=generator)
 
@@ -675,7 +675,6 @@ def test_use_cache_salt_salts_every_request_with_the_weight_version(adapters, hf
 @pytest.mark.parametrize(
     ("settings", "named"),
     [
-        ({"step_wise_trajectories": True}, "step_wise_trajectories"),
         ({"batched": True}, "batched"),
         ({"chat_template_kwargs": {"enable_thinking": False}}, "chat_template_kwargs"),
     ],

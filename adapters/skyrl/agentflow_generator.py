@@ -27,9 +27,11 @@ episode as a reward-0 row (stop reason ``"abort"``).
 
 SkyRL's generator settings: ``max_turns`` caps the env's turns (the env ends the episode there);
 ``zero_reward_on_non_stop`` and ``apply_overlong_filtering`` act on the stop reasons as in
-SkyRL's own generator; ``use_cache_salt`` salts every request with the engine's weight version.
-Settings with no meaning for a token-exact AgentFlow episode (``step_wise_trajectories``,
-``batched``, a custom ``chat_template`` or ``chat_template_kwargs``) are refused at construction.
+SkyRL's own generator; ``use_cache_salt`` salts every request with the engine's weight version;
+``step_wise_trajectories`` returns one row per planner turn instead (``step_wise.py``: each turn's
+own prompt ids, structured observations by default). Settings with no meaning for a token-exact
+AgentFlow episode (``batched``, a custom ``chat_template`` or ``chat_template_kwargs``) are
+refused at construction.
 """
 
 from __future__ import annotations
@@ -48,6 +50,13 @@ from skyrl.backends.skyrl_train.inference_servers.engine_utils import (
 )
 from skyrl.train.generators.base import GeneratorInput, GeneratorInterface, GeneratorOutput
 from skyrl.train.generators.utils import apply_overlong_filtering
+from step_wise import (
+    ShapedSharedEnvs,
+    check_trajectory_ids,
+    sample_shape,
+    step_rows,
+    token_budget,
+)
 
 from agentflow_env.rollout import (
     ABORTED,
@@ -56,9 +65,7 @@ from agentflow_env.rollout import (
     PROMPT_BUDGET,
     RESPONSE_BUDGET,
     AdapterError,
-    LazySharedEnvs,
     Session,
-    TokenBudget,
     TokenEpisode,
     dump_samples,
     filler_token_id,
@@ -69,7 +76,7 @@ from agentflow_env.rollout import (
 )
 
 logger = logging.getLogger("agentflow_env.adapters.skyrl")
-shared_envs = LazySharedEnvs()  # this process's envs and settings, read on first use
+shared_envs = ShapedSharedEnvs()  # this process's envs and settings, read on first use
 METRIC = "environment/agentflow/"
 """The prefix of the generator's metrics in SkyRL's logs (beside its ``environment/*``)."""
 LOGPROB_FILL = 0.0
@@ -120,13 +127,6 @@ class Trajectory:
 def check_settings(cfg: Any) -> None:
     """Refuse SkyRL generator settings this generator cannot honour, rather than ignore them."""
     refused = []
-    if getattr(cfg, "step_wise_trajectories", False):
-        refused.append(
-            "generator.step_wise_trajectories=true: AgentFlowGenerator returns one token-exact "
-            "sample per trajectory (each turn's prompt is the env's running sequence, so the "
-            "trajectory already trains on exactly the ids every turn was sampled from). Set it "
-            "to false, or use --text-env for SkyRL's own step-wise generator"
-        )
     if getattr(cfg, "batched", False):
         refused.append(
             "generator.batched=true: SkyRL's batched path is single-turn with the engine "
@@ -180,7 +180,8 @@ class AgentFlowGenerator(GeneratorInterface):
         policy_model_name: str | None = None,
     ) -> None:
         check_settings(generator_cfg)
-        check_tokenizer(shared_envs(), tokenizer)
+        self.shape = sample_shape(generator_cfg)  # SkyRL's step-wise flag picks it
+        check_tokenizer(shared_envs(self.shape), tokenizer)
         self.cfg, self.client, self.model = (
             generator_cfg,
             inference_engine_client,
@@ -194,8 +195,7 @@ class AgentFlowGenerator(GeneratorInterface):
             backend, generator_cfg.sampling_params
         )
         per_turn = generator_cfg.sampling_params.max_generate_length
-        longest = generator_cfg.max_input_length
-        self.budget = TokenBudget(total=longest + per_turn if longest else None, turn=per_turn)
+        self.budget = token_budget(self.shape, generator_cfg.max_input_length, per_turn)
         self.retry_delay_s = 1.0
         """Seconds before an aborted turn is first re-issued (then twice that)."""
 
@@ -215,6 +215,8 @@ class AgentFlowGenerator(GeneratorInterface):
         wanted = params.get("logprobs") is not None
         salt = self.cache_salt()
         prompts = input_batch["prompts"]
+        if self.shape == "turns":  # before any trajectory runs
+            check_trajectory_ids(input_batch.get("trajectory_ids"))
         extras = input_batch.get("env_extras") or [{} for _ in prompts]
         tasks = [
             asyncio.ensure_future(self.trajectory(prompt, extra, params, salt))
@@ -227,44 +229,52 @@ class AgentFlowGenerator(GeneratorInterface):
                 task.cancel()
             raise
         episodes = [run.episode for run in runs]
-        # A response is never empty (SkyRL puts the reward on its last token): one masked filler.
-        responses = [list(e.response_ids) or [self.filler] for e in episodes]
-        masks = [list(e.response_mask) if e.response_ids else [0] for e in episodes]
         stop_reasons = [run.stop_reason for run in runs]
         rewards = [float(e.reward) for e in episodes]
         if self.cfg.zero_reward_on_non_stop:
             rewards = [
                 r if s == "stop" else 0.0 for r, s in zip(rewards, stop_reasons, strict=True)
             ]
-        if self.cfg.apply_overlong_filtering:
-            masks = apply_overlong_filtering(masks, stop_reasons)
         logs = [run.logs for run in runs]
-        output: GeneratorOutput = {
-            "prompt_token_ids": [e.prompt_ids for e in episodes],
-            "response_ids": responses,
-            "rewards": rewards,
-            "loss_masks": masks,
-            "stop_reasons": stop_reasons,
-            "rollout_metrics": rollout_metrics(logs, rewards, input_batch.get("trajectory_ids")),
-            "rollout_logprobs": (
-                [row_logprobs(e, len(r)) for e, r in zip(episodes, responses, strict=True)]
-                if wanted
-                else None
-            ),
-            "trajectory_ids": None,
-            "trajectory_generation_times": None,
-            "rollout_expert_indices": None,
-            "is_last_step": None,
-            "env_metrics": logs,
-        }
-        unscored = [e.unscored for e in episodes]
+        trajectory_ids = input_batch.get("trajectory_ids")
+        metrics = rollout_metrics(logs, rewards, trajectory_ids)
+        if self.shape == "turns":
+            rows = step_rows(episodes, rewards, stop_reasons, logs, trajectory_ids)
+            overlong = self.cfg.apply_overlong_filtering
+            output = rows.output(metrics, self.filler, LOGPROB_FILL if wanted else None, overlong)
+            unscored = rows.unscored
+        else:
+            # A response is never empty (SkyRL puts the reward on its last token): a masked filler.
+            responses = [list(e.response_ids) or [self.filler] for e in episodes]
+            masks = [list(e.response_mask) if e.response_ids else [0] for e in episodes]
+            if self.cfg.apply_overlong_filtering:
+                masks = apply_overlong_filtering(masks, stop_reasons)
+            output = {
+                "prompt_token_ids": [e.prompt_ids for e in episodes],
+                "response_ids": responses,
+                "rewards": rewards,
+                "loss_masks": masks,
+                "stop_reasons": stop_reasons,
+                "rollout_metrics": metrics,
+                "rollout_logprobs": (
+                    [row_logprobs(e, len(r)) for e, r in zip(episodes, responses, strict=True)]
+                    if wanted
+                    else None
+                ),
+                "trajectory_ids": None,
+                "trajectory_generation_times": None,
+                "rollout_expert_indices": None,
+                "is_last_step": None,
+                "env_metrics": logs,
+            }
+            unscored = [e.unscored for e in episodes]
         if wanted and any(unscored) and not _warned_unscored[0]:
             _warned_unscored[0] = True
             logger.warning(
                 "SkyRL's inference engine returned sampled tokens without log-probs (%d in this "
                 "batch); they carry %s in rollout_logprobs (environment/agentflow/"
                 "unscored_tokens; this warning is logged once per process)",
-                sum(unscored),
+                sum(e.unscored for e in episodes),
                 LOGPROB_FILL,
             )
         metadata = input_batch.get("batch_metadata")
@@ -288,7 +298,7 @@ class AgentFlowGenerator(GeneratorInterface):
         the fail-fast guard (a setup that fails every trajectory raises ``SystemicFailure``)."""
         label = extras.get("label", prompt)
         session_id = uuid.uuid4().hex
-        shared = shared_envs()
+        shared = shared_envs(self.shape)
         wanted = params.get("logprobs") is not None
         last_stop: list[str | None] = [None]
 
@@ -322,6 +332,7 @@ class AgentFlowGenerator(GeneratorInterface):
                 aborted_retries=ABORTED_RETRIES,
                 retry_delay=self.retry_delay_s,
                 logprob_fill=LOGPROB_FILL if wanted else None,
+                samples=self.shape,
             )
         finally:
             await self.client.finish_session(session_id)

@@ -6,7 +6,9 @@ By default rollouts go through ``AgentFlowGenerator`` (token-exact: SkyRL trains
 ids the env recorded). ``--text-env`` uses SkyRL's own ``SkyRLGymGenerator`` with
 ``AgentFlowTextEnv`` instead (messages in, messages out; SkyRL tokenizes the feedback itself).
 The rollout runs in SkyRL's entrypoint task, which gets this folder on ``PYTHONPATH`` and every
-``AGENTFLOW_*`` variable of this shell (``train_flow_grpo.sh`` sets them).
+``AGENTFLOW_*`` variable of this shell (``train_flow_grpo.sh`` sets them). With
+``generator.step_wise_trajectories=true`` the generator trains one row per planner turn
+(``step_wise.py``).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from skyrl.train.config import SkyRLTrainConfig
 from skyrl.train.entrypoints.main_base import BasePPOExp
 from skyrl.train.utils import validate_cfg
 from skyrl.train.utils.utils import initialize_ray
+from step_wise import check_text_env_shape, sample_shape
 
 HERE = Path(__file__).resolve().parent
 
@@ -65,6 +68,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     text_env = "--text-env" in args
     cfg = SkyRLTrainConfig.from_cli_overrides([a for a in args if a != "--text-env"])
     validate_cfg(cfg)
+    if text_env:
+        check_text_env_shape()  # AGENTFLOW_SAMPLES=turns has no meaning there
+    else:
+        sample_shape(cfg.generator)  # AGENTFLOW_SAMPLES against step-wise: refused before Ray
     initialize_ray(cfg)
     task = agentflow_entrypoint.options(runtime_env=runtime_env())
     ray.get(task.remote(cfg, text_env))

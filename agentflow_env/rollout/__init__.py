@@ -96,6 +96,7 @@ from agentflow_env.rollout.label_files import (
 )
 from agentflow_env.rollout.labels import (
     ADAPTER_MAX_ACTION_TOKENS,
+    SAMPLES_VARIABLE,
     AdapterConfig,
     EpisodePlan,
     parse_task_prompt,
@@ -158,6 +159,7 @@ __all__ = [
     # labels and settings
     "DEFAULT_ENV_ID",
     "ADAPTER_MAX_ACTION_TOKENS",
+    "SAMPLES_VARIABLE",
     "AdapterConfig",
     "EpisodePlan",
     "TaskSpec",
