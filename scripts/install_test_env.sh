@@ -33,3 +33,5 @@ python -m pip install --quiet "ray==2.55.0" "hydra-core==1.3.8" codetiming cache
     importlib_metadata uvicorn fastapi
 python -m pip install --quiet --no-deps "skyrl==0.3.0" "skyrl-gym==0.4.0"
 python -m pip install --quiet loguru
+# Agent Lightning 1.0 (adapters/agent_lightning) requires Python >= 3.12: a venv of its own.
+bash scripts/install_agent_lightning_env.sh
