@@ -35,3 +35,5 @@ python -m pip install --quiet --no-deps "skyrl==0.3.0" "skyrl-gym==0.4.0"
 python -m pip install --quiet loguru
 # Agent Lightning 1.0 (adapters/agent_lightning) requires Python >= 3.12: a venv of its own.
 bash scripts/install_agent_lightning_env.sh
+# vLLM's CPU build (tests marked vllm serve a tiny model with it) pins its own transformers.
+bash scripts/install_vllm_env.sh

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import importlib.util
 import itertools
+import sys
 import types
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).parent))
+from vllm_server import VLLMServer, start_vllm_server, stop_vllm_server  # noqa: E402
 
 
 def load_adapter(path: str | Path, name: str) -> types.ModuleType:
@@ -84,3 +88,16 @@ def tiny_llama_dir(tmp_path: Any) -> Any:
     transformers.LlamaForCausalLM(config).save_pretrained(tmp_path)
     to_hf_tokenizer(tokenizer).save_pretrained(tmp_path)
     return tmp_path
+
+
+@pytest.fixture(scope="session")
+def vllm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VLLMServer]:
+    """One real vLLM server (CPU build) for the whole test session, serving the tiny random
+    Llama of ``scripts/build_tiny_llama.py`` (``tests/vllm_server.py``); stopped at the end.
+    Fails, naming ``scripts/install_vllm_env.sh``, when ``.venv-vllm`` is missing."""
+    server, process = start_vllm_server(tmp_path_factory.mktemp("vllm"))
+    print(f"\nvLLM server healthy after {server.started_in_s:.0f} s at {server.base_url}")
+    try:
+        yield server
+    finally:
+        stop_vllm_server(process)

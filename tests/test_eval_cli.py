@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from fake_openai_server import FakeOpenAIServer, generic_responder
+from fake_openai_server import FakeOpenAIServer, Reply, generic_responder
 
 from agentflow_env.cli import main
 from agentflow_env.workflow.turn_log import read_turn_log
@@ -221,3 +221,28 @@ def test_a_dataset_is_evaluated_record_by_record_without_a_gold_plan(
     assert [by_index[i] for i in range(6)] == ["q0", "q1", "q2", "q0", "q1", "q2"]
     assert summary["tool_selection_accuracy"]["value"] is None  # no gold plan to judge by
     assert summary["tool_selection_accuracy"]["n"] == 0
+
+
+def test_a_prompt_over_the_planners_context_ends_only_its_episode(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The planner's server refuses the first episode's prompt as longer than its model's
+    context (HTTP 400): that episode ends before its first turn (``prompt_budget``, the reason
+    in its row), and the evaluation goes on (the real server's case: tests/test_vllm_serving.py)."""
+    message = "This model's maximum context length is 2048 tokens. However, your prompt ..."
+    with FakeOpenAIServer(generic_responder()) as server:
+        server.push(Reply(status=400, body=json.dumps({"error": {"message": message}})))
+        served = ("--planner", "openai", "--base-url", server.base_url, "--model", "fake")
+        code, _, summary = run_eval(
+            capsys, tmp_path / "o", "--episodes", "3", "--concurrency", "1", *served
+        )
+    assert code == 0
+    rows = sorted(
+        (json.loads(line) for line in (tmp_path / "o" / "episodes.jsonl").open()),
+        key=lambda row: row["index"],
+    )
+    assert rows[0]["diagnostics"]["end_reason"] == "prompt_budget"
+    assert "HTTP 400" in rows[0]["planner_error"] and "maximum context" in rows[0]["planner_error"]
+    assert rows[0]["diagnostics"]["turns"] == 0
+    assert [row["planner_error"] for row in rows[1:]] == [None, None]
+    assert summary["end_reasons"]["prompt_budget"] == 1 and summary["episodes"] == 3

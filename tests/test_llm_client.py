@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 import sys
 import threading
@@ -15,7 +16,13 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from fake_openai_server import FakeOpenAIServer, Reply, bounded  # noqa: E402
 
-from agentflow_env.llm import ChatClient, LLMEndpoint, LLMError, get_client  # noqa: E402
+from agentflow_env.llm import (  # noqa: E402
+    ChatClient,
+    ContextLengthError,
+    LLMEndpoint,
+    LLMError,
+    get_client,
+)
 from agentflow_env.modules import ModuleError  # noqa: E402
 
 T = TypeVar("T")
@@ -50,10 +57,10 @@ def test_chat_returns_text_and_call_metadata(server):
         Reply.error(503),
         Reply.error(429),
         Reply.malformed(),
-        Reply.empty(),
+        Reply(body=json.dumps({"choices": []})),
         Reply.slow(2.0),
     ],
-    ids=["http500", "http503", "http429", "malformed_json", "empty_content", "slow"],
+    ids=["http500", "http503", "http429", "malformed_json", "no_choice", "slow"],
 )
 def test_each_fault_is_retried_then_succeeds(server, fault):
     server.push(fault)
@@ -75,9 +82,38 @@ def test_last_failure_raises_a_module_error_listing_every_attempt(server):
 
 def test_client_errors_are_not_retried(server):
     server.push(Reply.error(400))
-    with pytest.raises(LLMError, match="HTTP 400"):
+    with pytest.raises(LLMError, match="HTTP 400") as caught:
         bounded(ChatClient(endpoint_for(server)).chat(MESSAGES))
     assert len(server.requests) == 1
+    assert not isinstance(caught.value, ContextLengthError)
+
+
+def test_a_prompt_over_the_context_is_its_own_error(server):
+    message = "This model's maximum context length is 2048 tokens. However, your prompt ..."
+    server.push(Reply(status=400, body=json.dumps({"error": {"message": message}})))
+    with pytest.raises(ContextLengthError, match="HTTP 400: .*maximum context length"):
+        bounded(ChatClient(endpoint_for(server)).chat(MESSAGES))
+    assert len(server.requests) == 1
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        Reply.empty(),
+        Reply(text=" \n\t\n", finish_reason="length"),
+        Reply(
+            body=json.dumps({"choices": [{"message": {"content": None}, "finish_reason": "stop"}]})
+        ),
+    ],
+    ids=["empty", "whitespace_cut", "null_content"],
+)
+def test_a_blank_reply_is_the_answer_asked_once(server, reply):
+    """The same greedy (or seeded) request would get it again: it is returned, not retried."""
+    server.push(reply)
+    result = bounded(ChatClient(endpoint_for(server)).chat(MESSAGES))
+    assert result.blank and result.attempts == 1 and len(server.requests) == 1
+    assert result.text == (reply.text if reply.body is None else "")
+    assert result.finish_reason == reply.finish_reason
 
 
 def test_cut_off_text_is_returned_with_a_flag(server):

@@ -215,8 +215,8 @@ def test_many_sessions_share_one_client_on_one_loop(server):
 
 @pytest.mark.parametrize(
     "fault",
-    [Reply.error(500), Reply.malformed(), Reply.empty(), Reply.slow(2.0)],
-    ids=["http500", "malformed", "empty", "slow"],
+    [Reply.error(500), Reply.malformed(), Reply.slow(2.0)],
+    ids=["http500", "malformed", "slow"],
 )
 def test_one_fault_per_role_is_retried(server, fault):
     for role in ("initializer", "executor", "verifier", "generalist"):
@@ -242,6 +242,23 @@ def test_a_module_failing_every_retry_ends_the_episode_cleanly(server, role):
     assert [e["module"] for e in errors] == [role]
     assert "HTTP 500" in errors[0]["error"] and "malformed JSON" in errors[0]["error"]
     assert info["module_errors"] == [e["error"] for e in errors]
+
+
+@pytest.mark.parametrize("role", ["executor", "verifier", "generalist"])
+def test_an_empty_module_reply_is_its_recorded_failure_at_once(server, role):
+    """A reply with no text is not asked for again (the same request would get it again)."""
+    server.push(Reply(text="\n \n", finish_reason="length"), role=role)
+    session = new_session(build_modules("llm", endpoint=endpoint_for(server)), TWO_HOP)
+    info = bounded(play(session))
+    if role == "generalist":
+        assert (info["turn"], info["end_reason"]) == (2, "verifier_stop")
+        assert info["answer"] is None
+    else:
+        assert (info["turn"], info["end_reason"]) == (1, "module_error")
+    errors = events(session, "module_error")
+    assert [e["module"] for e in errors] == [role]
+    assert "empty or whitespace only" in errors[0]["error"]
+    assert "finish_reason='length', 1 attempt(s)" in errors[0]["error"]
 
 
 def test_initializer_failure_falls_back_to_the_bare_query(server):

@@ -434,7 +434,25 @@ def _eval_command(args: argparse.Namespace) -> int:
     print(format_table({args.planner: result.summary}))
     print(f"\nwording: {wording}")
     print(f"per-turn log: {folder / TURN_LOG}\nsummary: {folder / SUMMARY}")
-    return 0
+    return _all_module_failures(result.rows)
+
+
+def _all_module_failures(rows: Sequence[Mapping[str, Any]]) -> int:
+    """1, with the first error printed, when a frozen module failed in every episode (a setup
+    problem, e.g. a wrong module model name: the run says nothing of the planner), else 0."""
+    failed = [
+        row
+        for row in rows
+        if row.get("module_errors") or row["diagnostics"].get("end_reason") == "module_error"
+    ]
+    if not rows or len(failed) < len(rows):
+        return 0
+    first = next((error for row in failed for error in row.get("module_errors") or ()), "")
+    print(
+        f"all {len(rows)} episodes ended on a module error: {clip(' '.join(str(first).split()))}",
+        file=sys.stderr,
+    )
+    return 1
 
 
 def _wording(args: argparse.Namespace, overrides: Mapping[str, Any]) -> str:

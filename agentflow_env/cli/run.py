@@ -18,8 +18,11 @@ from agentflow_env.cli.planners import (
     planner_endpoint,
     planner_errors,
 )
+from agentflow_env.envs.env import unwrap_agentflow
 from agentflow_env.envs.render import render_turn
+from agentflow_env.llm.client import ContextLengthError
 from agentflow_env.rollout.episodes import EpisodeRecord, run_episode, summarize
+from agentflow_env.workflow.outcome import EndReason
 
 
 def add_run_command(commands: Any) -> None:
@@ -72,6 +75,8 @@ def _run_command(args: argparse.Namespace) -> int:
         for index in bar:
             try:
                 record = run_episode(env, planner, seed=args.seed + index)
+            except ContextLengthError as error:  # this episode's prompt: the run goes on
+                record = _ended_on_context(env, args.seed + index, error)
             except endpoint_errors as error:
                 raise UsageError(f"the planner's endpoint failed: {clip(str(error))}") from error
             records.append(record)
@@ -102,6 +107,31 @@ def _run_command(args: argparse.Namespace) -> int:
             return 1
         print(f"{failed} of {summary['episodes']} episodes ended on a module error; first: {first}")
     return 0
+
+
+def _ended_on_context(env: Any, seed: int, error: ContextLengthError) -> EpisodeRecord:
+    """The record of the episode whose prompt the planner's model refused as longer than its
+    context: the episode ends there (``prompt_budget``), the reason in its event log."""
+    base = unwrap_agentflow(env)
+    session = base.session
+    assert session is not None  # run_episode reset the env
+    why = f"the prompt is longer than the planner's model takes: {error}"
+    outcome = base.run_async(session.end(EndReason.PROMPT_BUDGET, why))
+    turns = session.turn_records
+    return EpisodeRecord(
+        task_id=session.task.task_id,
+        question=session.task.question,
+        gold_answers=outcome.gold_answers,
+        answer=outcome.answer,
+        success=outcome.success,
+        reward=sum(turn.reward for turn in turns) + outcome.reward,
+        seed=seed,
+        actions=[turn.action_text for turn in turns],
+        metrics=dict(outcome.metrics),
+        memory=session.memory.as_dicts(),
+        end_reason=outcome.end_reason.value,
+        module_errors=list(outcome.module_errors),
+    )
 
 
 def _print_episode(record: EpisodeRecord) -> None:

@@ -21,8 +21,10 @@ from gymnasium.utils import seeding
 from agentflow_env.envs.env import AgentFlowEnv
 from agentflow_env.evaluation.metrics import summarize_diagnostics
 from agentflow_env.evaluation.session_planners import PlannerFactory
+from agentflow_env.llm.client import ContextLengthError
 from agentflow_env.rollout.episodes import as_planner, play_episode
 from agentflow_env.tasks.base import ListTaskSource, Task
+from agentflow_env.workflow.outcome import EndReason
 from agentflow_env.workflow.turn_log import TurnLog
 
 __all__ = ["EvalResult", "episode_task", "evaluate", "evaluate_async"]
@@ -72,7 +74,12 @@ async def _run_one(
     )
     planner = as_planner(planner_factory(index))
     await session.start()
-    await play_episode(session, planner)
+    planner_error = None
+    try:
+        await play_episode(session, planner)
+    except ContextLengthError as error:  # this episode's prompt, not the planner's setup
+        planner_error = f"the prompt is longer than the planner's model takes: {error}"
+        await session.end(EndReason.PROMPT_BUDGET, planner_error)
     outcome = session.outcome
     assert outcome is not None  # the loop ran until the session was done
     return {
@@ -84,6 +91,7 @@ async def _run_one(
         "gold_answers": list(task.gold_answers),
         "answer": outcome.answer,
         "module_errors": list(outcome.module_errors),
+        "planner_error": planner_error,
         "diagnostics": dict(outcome.diagnostics),
     }
 
@@ -114,7 +122,10 @@ async def evaluate_async(
 
     ``budget_curve`` adds each episode's success by turn budget (one generalist call per budget
     below the episode's length: free with rule modules, LLM requests with LLM modules). A planner
-    that raises stops the evaluation (it is the thing under test: its error is the result).
+    that raises stops the evaluation (it is the thing under test: its error is the result),
+    except where its served model refuses one episode's prompt as longer than its context
+    (``ContextLengthError``): that episode ends there, ``prompt_budget``, its row's
+    ``planner_error`` saying why, and the others go on.
     """
     if seeds is not None:
         if episodes is not None and episodes != len(seeds):

@@ -6,9 +6,15 @@ drives its sessions on its own private loop, so the client keeps one session and
 semaphore per running loop, created lazily (``LoopSessions``, as the remote retriever does).
 (aiohttp rather than httpx: httpcore's pool rescans every connection on each request, which
 costs ~4x the CPU at 64 concurrent requests; see docs/llm.md.) Failed attempts (timeouts,
-connection errors, HTTP 429/5xx, malformed JSON, empty content) are retried with exponential
-backoff and jitter; after the last one the call raises ``LLMError``, a ``ModuleError`` that the
-session records and turns into a clean episode end.
+connection errors, HTTP 429/5xx, malformed JSON, a body without a choice) are retried with
+exponential backoff and jitter; after the last one the call raises ``LLMError``, a
+``ModuleError`` that the session records and turns into a clean episode end.
+
+A reply is never asked for again: empty or whitespace-only content is what the model wrote
+(the same greedy or seeded request gets it again, and re-drawing a sampled one until it has
+text would bias the samples), so it comes back as the result and the caller judges it (an LLM
+module records it as its failure; a planner's reply is its action). HTTP 4xx fails at once;
+a 400 saying the prompt is longer than the model's context is a ``ContextLengthError``.
 
 aiohttp (a core dependency) is imported when the first ``ChatClient`` is made, so endpoints,
 results and errors are usable without it. The first client also registers ``close_clients`` with
@@ -21,6 +27,7 @@ import asyncio
 import json
 import os
 import random
+import re
 import sys
 import threading
 import time
@@ -42,6 +49,7 @@ __all__ = [
     "ChatBackend",
     "ChatClient",
     "ChatResult",
+    "ContextLengthError",
     "LLMEndpoint",
     "LLMError",
     "as_backend",
@@ -67,6 +75,16 @@ _ENV_FIELDS = {
 
 class LLMError(ModuleError):
     """An LLM call failed after its last retry (or with an error that retrying cannot fix)."""
+
+
+class ContextLengthError(LLMError):
+    """The server refused the request because its prompt is longer than the model's context
+    (an HTTP 400 that says so): a fact about this one request, not about the setup."""
+
+
+_CONTEXT_LENGTH = re.compile(r"context length|context_length|max_model_len|context window", re.I)
+"""How servers say a prompt is over the context in a 400's body: vLLM ("This model's maximum
+context length is N tokens"), OpenAI (code ``context_length_exceeded``), SGLang and TGI alike."""
 
 
 def require_aiohttp() -> None:
@@ -176,6 +194,11 @@ class ChatResult:
     @property
     def truncated(self) -> bool:
         return self.finish_reason == "length"
+
+    @property
+    def blank(self) -> bool:
+        """Whether the text is empty or whitespace only (the model wrote nothing usable)."""
+        return not self.text.strip()
 
     def meta(self) -> dict[str, Any]:
         """What the event log keeps about the call besides its text."""
@@ -345,9 +368,12 @@ class ChatClient:
         if status == 429 or status >= 500:
             raise _RetryableError(f"HTTP {status}: {_text(raw)[:200]}")
         if status >= 400:  # a bad request, key or model name: retrying won't help
-            raise LLMError(
-                f"{self.endpoint.model} at {self.endpoint.chat_url}: HTTP {status}: "
-                f"{_text(raw)[:500]}"
+            body = _text(raw)
+            error = (
+                ContextLengthError if status == 400 and _CONTEXT_LENGTH.search(body) else LLMError
+            )
+            raise error(
+                f"{self.endpoint.model} at {self.endpoint.chat_url}: HTTP {status}: {body[:500]}"
             )
         try:
             data = json.loads(raw)
@@ -382,17 +408,18 @@ def _text(raw: bytes) -> str:
 
 
 def _read_choice(data: Mapping[str, Any]) -> tuple[str, str | None]:
-    """The first choice's text and finish reason; empty or missing content is retryable."""
+    """The first choice's text (``null`` content read as ``""``) and finish reason. A body
+    without ``choices[0].message`` is retryable; an empty text is the model's answer."""
     try:
         choice = data["choices"][0]
-        message = choice.get("message") or {}
+        message = choice["message"]
         content = message.get("content")
         finish = choice.get("finish_reason")
     except (KeyError, IndexError, TypeError, AttributeError) as exc:
         raise _RetryableError(f"reply has no choices[0].message: {str(data)[:200]!r}") from exc
-    if not isinstance(content, str) or not content.strip():
-        raise _RetryableError(f"empty content (finish_reason={finish!r})")
-    return content, finish
+    if content is not None and not isinstance(content, str):
+        raise _RetryableError(f"choices[0].message.content is not text: {str(content)[:200]!r}")
+    return content or "", finish
 
 
 _clients: dict[LLMEndpoint, ChatClient] = {}

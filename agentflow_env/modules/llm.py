@@ -4,7 +4,8 @@ Each module sends one chat request per call and reads the reply tolerantly; what
 filled with a safe default and noted. Raw replies and call metadata (latency, attempts, cut-off)
 reach the event log: the executor and generalist log a ``module_output`` event themselves; the
 initializer's record and the verifier's ``raw``/``meta`` travel in the records they return. A call
-that fails after its retries raises ``LLMError`` (a ``ModuleError``), which the session records.
+that fails after its retries, or whose reply is empty or whitespace only, raises ``LLMError`` (a
+``ModuleError``), which the session records.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentflow_env.llm.client import ChatBackend, ChatResult, LLMEndpoint, as_backend
+from agentflow_env.llm.client import ChatBackend, ChatResult, LLMEndpoint, LLMError, as_backend
 from agentflow_env.modules.prompts import (
     executor_messages,
     extract_short_answer,
@@ -66,7 +67,15 @@ class _LLMModule:
         self.backend = as_backend(backend)
 
     async def _chat(self, messages: list[dict[str, str]]) -> ChatResult:
-        return await self.backend.chat(messages)
+        """The reply; ``LLMError`` (the module's recorded failure) when it has no text: the
+        client never asks again for a reply (see ``agentflow_env.llm.client``)."""
+        reply = await self.backend.chat(messages)
+        if reply.blank:
+            raise LLMError(
+                f"{type(self).__name__}: the model's reply is empty or whitespace only "
+                f"(finish_reason={reply.finish_reason!r}, {reply.attempts} attempt(s))"
+            )
+        return reply
 
     def __repr__(self) -> str:
         endpoint = getattr(self.backend, "endpoint", self.backend)

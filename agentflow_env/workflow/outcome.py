@@ -47,7 +47,8 @@ class EndReason(str, Enum):
     MODULE_ERROR = "module_error"
     """A frozen module (executor, verifier) failed after its own retries."""
     PROMPT_BUDGET = "prompt_budget"
-    """The next prompt is longer than ``max_prompt_tokens``."""
+    """The next prompt is longer than ``max_prompt_tokens``, or than the planner's served model
+    takes (its server refused it: ``Session.end``)."""
     TOTAL_BUDGET = "total_budget"
     """The grown conversation is longer than ``max_total_tokens`` (flat observations)."""
     TIME_LIMIT = "time_limit"

@@ -241,6 +241,20 @@ class Session:
         terminated = end_reason is not None and not truncated
         return StepOutcome(observation, reward, terminated, truncated, info, feedback)
 
+    async def end(self, reason: EndReason, why: str) -> EpisodeOutcome:
+        """End the episode before another action, because the planner cannot give one: e.g.
+        its prompt is longer than its served model's context (``EndReason.PROMPT_BUDGET``).
+        ``why`` is logged (a ``planner_error`` event, and in the trajectory log's episode end).
+        As at any end, the answer is written from the memory so far; no turn is recorded."""
+        state = self.state
+        self._prompt()  # started, and not over
+        state.memory.log("planner_error", state.turn, error=why, end_reason=reason.value)
+        await self._finish(reason)
+        outcome = state.outcome
+        assert outcome is not None  # _finish sets it
+        self.logger.end(**outcome.as_info(), turns=state.turn, planner_error=why)
+        return outcome
+
     def trajectory(self) -> Trajectory:
         """The episode so far as exact turn records plus its outcome."""
         outcome = self.state.outcome
