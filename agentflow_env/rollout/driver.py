@@ -34,6 +34,7 @@ from agentflow_env.rollout.vllm_outputs import (  # the readers' old home: names
     sampled_logprob,
 )
 from agentflow_env.workflow.action_input import DEFAULT_MAX_ACTION_TOKENS
+from agentflow_env.workflow.trajectory import Trajectory
 
 logger = logging.getLogger("agentflow_env.rollout")
 
@@ -338,6 +339,10 @@ def _ids(observation: Mapping[str, Any]) -> list[int]:
     return [int(i) for i in observation["token_ids"]]
 
 
+FlatFields = tuple[list[int], list[int], list[int], list[float]]
+"""A flat sample's first prompt, completion, mask and log-probs."""
+
+
 def _result(
     env: AgentFlowEnv,
     reward: float,
@@ -347,64 +352,28 @@ def _result(
 ) -> EpisodeResult:
     trajectory = env.trajectory()
     metrics = dict(info.get("metrics", {}))
-    if samples == "turns":
-        return _turns_result(env, reward, info, metrics, trajectory_id)
-    sample = trajectory.flat_sample()
-    if not sample.completion_ids:  # a trainer needs a token to read; no action ids were kept
-        raise ValueError("the trajectory has no completion tokens")
-    logprobs: list[float] = []
-    for index, turn in enumerate(trajectory.turns):
-        logprobs += action_logprobs(turn.logprobs, len(turn.action_ids))
-        if index + 1 < len(trajectory.turns):
-            logprobs += [0.0] * len(turn.feedback_ids)
-    if len(logprobs) != len(sample.completion_ids):
-        raise RuntimeError(
-            f"{len(logprobs)} log-probs for {len(sample.completion_ids)} completion tokens"
-        )
-    return EpisodeResult(
-        prompt_ids=sample.input_ids[: sample.prompt_length],
-        completion_ids=sample.completion_ids,
-        env_mask=sample.completion_mask,
-        logprobs=logprobs,
-        reward=reward,
-        success=bool(info.get("success", False)),
-        turns=int(metrics.get("turns", 0)),
-        end_reason=str(info.get("end_reason", "")),
-        metrics=metrics,
-        turn_shaping=[t.shaping for t in trajectory.turns],
-        action_lengths=[len(t.action_ids) for t in trajectory.turns],
-        feedback_lengths=[len(t.feedback_ids) for t in trajectory.turns],
-        failure=trajectory_failure(env.session),
-        trajectory_id=trajectory_id,
-    )
-
-
-def _turns_result(
-    env: AgentFlowEnv,
-    reward: float,
-    info: Mapping[str, Any],
-    metrics: dict[str, float],
-    trajectory_id: str,
-) -> EpisodeResult:
-    """A finished episode as one sample per planner turn (log-probs the engine did not give:
-    NaN, as on a flat sample)."""
-    trajectory = env.trajectory()
     failure = trajectory_failure(env.session)
-    turns = turn_samples(
-        trajectory,
-        reward,
-        trajectory_id=trajectory_id,
-        metrics=metrics,
-        failure=failure,
-        logprob_fill=math.nan,
-    )
-    if not turns or not all(t.response_ids for t in turns):
-        raise ValueError("a turn of the trajectory has no action tokens")
+    turns: list[TrainerSample] = []
+    if samples == "turns":  # log-probs the engine did not give: NaN, as on a flat sample
+        turns = turn_samples(
+            trajectory,
+            reward,
+            trajectory_id=trajectory_id,
+            metrics=metrics,
+            failure=failure,
+            logprob_fill=math.nan,
+        )
+        if not turns or not all(t.response_ids for t in turns):
+            raise ValueError("a turn of the trajectory has no action tokens")
+        flat: FlatFields = (list(turns[0].prompt_ids), [], [], [])
+    else:
+        flat = _flat_fields(trajectory)
+    prompt, completion, mask, logprobs = flat
     return EpisodeResult(
-        prompt_ids=list(turns[0].prompt_ids),
-        completion_ids=[],
-        env_mask=[],
-        logprobs=[],
+        prompt_ids=prompt,
+        completion_ids=completion,
+        env_mask=mask,
+        logprobs=logprobs,
         reward=reward,
         success=bool(info.get("success", False)),
         turns=int(metrics.get("turns", 0)),
@@ -417,6 +386,24 @@ def _turns_result(
         trajectory_id=trajectory_id,
         turn_samples=turns,
     )
+
+
+def _flat_fields(trajectory: Trajectory) -> FlatFields:
+    """The flat sample's first prompt, completion, mask and log-probs (NaN where unknown)."""
+    sample = trajectory.flat_sample()
+    if not sample.completion_ids:  # a trainer needs a token to read; no action ids were kept
+        raise ValueError("the trajectory has no completion tokens")
+    logprobs: list[float] = []
+    for index, turn in enumerate(trajectory.turns):
+        logprobs += action_logprobs(turn.logprobs, len(turn.action_ids))
+        if index + 1 < len(trajectory.turns):
+            logprobs += [0.0] * len(turn.feedback_ids)
+    if len(logprobs) != len(sample.completion_ids):
+        raise RuntimeError(
+            f"{len(logprobs)} log-probs for {len(sample.completion_ids)} completion tokens"
+        )
+    prompt = sample.input_ids[: sample.prompt_length]
+    return prompt, sample.completion_ids, sample.completion_mask, logprobs
 
 
 def _fail(episode: _Episode, stage: str, exc: BaseException, run: _Run) -> None:
