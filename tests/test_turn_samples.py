@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -318,3 +319,19 @@ def test_the_shape_picks_the_observation_mode() -> None:
         {"AGENTFLOW_SAMPLES": "turns", "AGENTFLOW_ENV_KWARGS": '{"observation_mode": "structured"}'}
     )
     assert turns.plan(task_prompt(2)).observation_mode == "structured"
+
+
+def test_every_test_the_credit_table_names_exists() -> None:
+    """docs/credit.md's trainer table backs each tick with a test: each one it names is there."""
+    root = Path(__file__).resolve().parents[1]
+    table = (root / "docs" / "credit.md").read_text(encoding="utf-8")
+    named: dict[str, set[str]] = {}
+    module = ""
+    for match in re.finditer(r"`(?:(test_\w+\.py))?::(test_\w+)`", table):
+        module = match.group(1) or module  # "::name" continues the file named before it
+        named.setdefault(module, set()).add(match.group(2))
+    assert len(named) >= 6, named
+    for module, tests in named.items():
+        source = (root / "tests" / module).read_text(encoding="utf-8")
+        for test in tests:
+            assert re.search(rf"^def {test}\(", source, re.MULTILINE), f"{module}::{test}"

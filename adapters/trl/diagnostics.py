@@ -1,6 +1,8 @@
 """``AgentFlowGRPOTrainer``: TRL's ``GRPOTrainer`` that answers "is the gradient right?" every step.
 
-Over ``TurnCreditGRPOTrainer`` (per-token advantages when the rollout gives them) it adds:
+Over ``TurnSamplesGRPOTrainer`` (per-token advantages when the rollout gives them; one row per
+planner turn for a ``samples="turns"`` rollout, where every figure below is over turn rows) it
+adds:
 
 - the log-prob agreement on planner tokens: the sampler's recorded log-probs against this
   trainer's own forward pass at the same weights, before the update (``diag/logprob_gap_max``,
@@ -35,13 +37,13 @@ from typing import Any
 import torch
 from rollout import HFGenerator, run_episodes
 from transformers import TrainerCallback
-from turn_credit import TurnCreditGRPOTrainer
+from turn_samples import TurnSamplesGRPOTrainer
 
 from agentflow_env.rollout import DiagnosticsLog, group_signal, logprob_gap, permuted
 
 
-class AgentFlowGRPOTrainer(TurnCreditGRPOTrainer):
-    """``TurnCreditGRPOTrainer`` with training diagnostics and an optional null control.
+class AgentFlowGRPOTrainer(TurnSamplesGRPOTrainer):
+    """``TurnSamplesGRPOTrainer`` with training diagnostics and an optional null control.
 
     Args:
         diagnostics_path: JSONL file for one record per step (``None``: metrics only).
@@ -207,6 +209,7 @@ class AgentFlowGRPOTrainer(TurnCreditGRPOTrainer):
             temperature=float(self.temperature),
             k=self.held_out_k,
             max_action_tokens=self.max_action_tokens,
+            samples=self.samples,
         )
         if self._log is not None:
             self._log.write({"step": step, **{f"held_out/{k}": v for k, v in result.items()}})
@@ -238,12 +241,14 @@ def held_out_probe(
     temperature: float,
     k: int,
     max_action_tokens: int,
+    samples: str = "flat",
 ) -> dict[str, float]:
-    """Greedy pass@1, sampled pass@1 and pass@k at ``temperature`` on ``specs``."""
+    """Greedy pass@1, sampled pass@1 and pass@k at ``temperature`` on ``specs``, in the
+    observation mode of the trained sample shape ``samples``."""
     eos = [tokenizer.eos_token_id]
     greedy = HFGenerator(model, tokenizer.pad_token_id, eos, greedy=True)
     sampler = HFGenerator(model, tokenizer.pad_token_id, eos, temperature=temperature)
-    options = {"max_action_tokens": max_action_tokens}
+    options = {"max_action_tokens": max_action_tokens, "samples": samples}
     first = run_episodes(list(specs), greedy, tokenizer, **options)
     repeated = [spec for spec in specs for _ in range(k)]
     sampled = run_episodes(repeated, sampler, tokenizer, **options)

@@ -15,7 +15,8 @@ trl`` writes a dataset of them). The episodes run in the batched driver
 samples for failed episodes, lockstep across ranks); this file is the TRL glue: the trainer's
 generation path (``HFGenerator`` on the unwrapped model, or TRL's vLLM engine), the ranks'
 collective and TRL's return value (``env_mask`` 1 on planner tokens, 0 on feedback; unknown
-log-probs NaN). Details: ``adapters/trl/README.md``.
+log-probs NaN), or with ``samples="turns"`` turn samples for ``turn_samples.py``. Details:
+``adapters/trl/README.md``.
 """
 
 from __future__ import annotations
@@ -23,13 +24,14 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, get_args
 
 import torch
 
 # Some of these names are only re-exported, for scripts and tests that load this file.
 from agentflow_env.rollout import (
     DEFAULT_ENV_ID,
+    SAMPLE_SHAPES,
     CreditMethod,
     EnvPool,
     EpisodePlan,
@@ -38,6 +40,8 @@ from agentflow_env.rollout import (
     Generate,
     HFGenerator,
     MaxAcrossRanks,
+    Normalization,
+    SampleShape,
     build_env,
     default_pool,
     distributed_max,
@@ -157,6 +161,8 @@ def make_rollout_func(
     env_id: str = DEFAULT_ENV_ID,
     credit: CreditMethod | None = None,
     value_forks: int = 0,
+    samples: SampleShape = "flat",
+    normalize: Normalization = "trajectory",
 ) -> Callable[[list[Any], Any], dict[str, list]]:
     """A ``rollout_func(prompts, trainer)`` for ``GRPOTrainer``: one completion per prompt entry
     (TRL's sampler already repeats each prompt ``num_generations`` times; the copies share one
@@ -169,15 +175,31 @@ def make_rollout_func(
     place of TRL's own advantages; ``monte_carlo`` needs ``value_forks=K`` forked continuations
     per turn. Groups are the prompts with equal labels within the call.
 
+    ``samples="turns"`` (structured observations unless a label asks for flat ones) adds each
+    trajectory's turn samples (``turn_samples``) for ``TurnSamplesGRPOTrainer``, which trains
+    a row per turn, advantages by ``credit`` (default broadcast) and ``normalize``
+    (``"trajectory"`` or ``"turn"``, broadcast only). The function's ``samples`` names its shape.
+
     A failed episode is a zero-reward sample; but when the first ``AGENTFLOW_FAIL_FAST`` (16)
     episodes all fail the same way before any has run, the call raises ``SystemicFailure``
     naming the reason (``agentflow_env.rollout.fail_fast``): the setup is wrong."""
     user_kwargs = dict(env_kwargs or {})
     if credit == "monte_carlo" and value_forks < 1:
         raise ValueError("credit='monte_carlo' needs value_forks >= 1")
+    if samples not in SAMPLE_SHAPES or normalize not in get_args(Normalization):
+        raise ValueError(f"samples={samples!r:.30}, normalize={normalize!r:.30}: unknown")
+    turns = samples == "turns"
+    if normalize != "trajectory" and not (turns and credit in (None, "broadcast")):
+        raise ValueError("normalize='turn' is for samples='turns' with broadcast credit")
     guard = FailFast(fail_fast_limit(os.environ), "AgentFlow's TRL rollout")
 
     def rollout_func(prompts: list[Any], trainer: Any) -> dict[str, list]:
+        if turns and getattr(trainer, "samples", "flat") != "turns":
+            raise TypeError(
+                "make_rollout_func(samples='turns') returns turn samples, which only "
+                "TurnSamplesGRPOTrainer (adapters/trl/turn_samples.py) trains; a wrapped rollout "
+                "needs TurnSamplesGRPOTrainer(..., samples='turns')"
+            )
         timing: dict[str, float] = {}
         results = run_episodes(
             prompts,
@@ -190,16 +212,23 @@ def make_rollout_func(
             lockstep=trainer_lockstep(trainer),
             value_forks=value_forks if credit == "monte_carlo" else 0,
             timing=timing,
+            samples=samples,
         )
         if hasattr(trainer, "rollout_timing"):  # AgentFlowGRPOTrainer logs the split
             trainer.rollout_timing = timing
         for result in results:
             guard.record(result.failure)
-        output = rollout_output(results)
-        if credit is not None:
+        output: dict[str, Any] = rollout_output(results)
+        if turns:
+            output["turn_samples"] = [r.trainer_samples() for r in results]
+            output["turn_values"] = [r.turn_values for r in results]
+            output["turn_credit"] = credit or "broadcast"
+            output["turn_normalize"] = normalize
+        elif credit is not None:
             output["token_advantages"] = token_advantages(prompts, results, credit)
         return output
 
+    rollout_func.samples = samples  # type: ignore[attr-defined]
     return rollout_func
 
 
@@ -224,10 +253,10 @@ def env_reward(
     completions: list[Any], env_reward: list[float], log_metric: Any = None, **kwargs: Any
 ) -> list[float]:
     """The reward function: the environment's own terminal reward, unchanged; logs ``LOG_KEYS``
-    as ``env/*`` metrics."""
+    as ``env/*`` metrics (per episode: turn rows carry them on their episode's last row only)."""
     if log_metric is not None:
         for name in LOG_KEYS:
-            values = kwargs.get(name)
+            values = [v for v in kwargs.get(name) or () if v is not None]
             if values:
                 log_metric(f"env/{name}", float(sum(values)) / len(values))
     return [float(r) for r in env_reward]

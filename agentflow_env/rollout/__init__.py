@@ -56,7 +56,7 @@ The front door: a trainer adapter (``adapters/``) imports only the names below, 
 - the trainer record and credit: ``TrainerSample``, the one record every driver returns in
   either sample shape (``SampleShape``: ``flat``, one per trajectory; ``turns``, one per planner
   turn on the prompt it acted on; ``turn_samples``), ``CreditMethod`` and ``token_advantages``
-  (per-token turn-level advantages of flat samples), ``turn_sample_advantages`` (Flow-GRPO's
+  (per-token turn-level advantages of flat samples; ``group_key``: which labels form a group), ``turn_sample_advantages`` (Flow-GRPO's
   group advantage broadcast to turn samples, either ``Normalization``, or turn-level credit);
 - diagnostics: ``DiagnosticsLog``, ``group_signal``, ``logprob_gap``, ``permuted``; samples for
   ``agentflow-env check-logprobs`` (``dump_samples``, ``LogprobSample``) and the trainers' own
@@ -146,7 +146,7 @@ from agentflow_env.rollout.trainer_samples import (
     verl_group_signal,
     verl_samples,
 )
-from agentflow_env.rollout.turn_credit import token_advantages
+from agentflow_env.rollout.turn_credit import group_key, token_advantages
 from agentflow_env.rollout.vllm_outputs import (
     action_logprobs,
     capped_params,
@@ -232,6 +232,7 @@ __all__ = [
     "Normalization",
     "SampleShape",
     "TrainerSample",
+    "group_key",
     "token_advantages",
     "turn_sample_advantages",
     "turn_samples",

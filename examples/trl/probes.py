@@ -7,11 +7,18 @@ the warm start is at chance), measures greedy success on held-out test-split epi
 with TRL's ``GRPOTrainer`` through ``adapters/trl/rollout.py`` (``make_rollout_func(env_id=...)``)
 and measures again on the same episodes. Writes ``OUT/<probe>.json``: start and final success,
 the curve, steps to 90 %, settings, seed, wall times and TRL's log history
-(``OUT/<probe>_monte_carlo.json`` with ``--credit monte_carlo``).
+(``OUT/<probe>_monte_carlo.json`` with ``--credit monte_carlo``, ``OUT/<probe>_turns.json``
+with ``--samples turns``).
 
     python examples/trl/probes.py --probe tool_choice --out examples/trl/results/probes
     python examples/trl/probes.py --probe all --out examples/trl/results/probes
     python examples/trl/probes.py --probe delayed_credit --credit monte_carlo --out runs/probes
+    python examples/trl/probes.py --probe delayed_credit --samples turns --out runs/probes
+
+``--samples turns`` trains one row per planner turn on AgentFlow's structured prompts
+(``TurnSamplesGRPOTrainer``, ``adapters/trl/turn_samples.py``) and evaluates in the same
+observation mode; the SFT warm start is the same as the flat runs' (flat-mode demonstrations,
+whose first prompt is the structured one too).
 
 A probe that does not learn points at the training path (rollout, masks, advantages, loss), not
 at the task: each is solvable by its expert planner and learnable by this model.
@@ -47,6 +54,7 @@ sys.path.insert(0, str(HERE))
 from rollout import HFGenerator, env_reward, make_rollout_func, run_episodes, task_prompt  # noqa: E402
 from train_tiny_cpu import build_model, cpu_grpo_config, sft_trainer  # noqa: E402
 from turn_credit import TurnCreditGRPOTrainer  # noqa: E402
+from turn_samples import TurnSamplesGRPOTrainer  # noqa: E402
 
 PROBES = ("tool_choice", "stop", "delayed_credit", "copying")
 # Seed ranges keep demonstrations, GRPO tasks and evaluation apart; evaluation also draws from
@@ -80,6 +88,11 @@ LOG_KEYS = (
     "env/turns",
     "env/invalid_actions",
     "env/failed",
+    "step_time",
+    "turns/rows",
+    "turns/padding_rows",
+    "turns/rows_per_trajectory",
+    "turns/informative_groups",
 )
 
 
@@ -113,6 +126,25 @@ def build_parser() -> argparse.ArgumentParser:
         "forked continuations (TurnCreditGRPOTrainer)",
     )
     parser.add_argument("--value-forks", type=int, default=2, help="forks per state (monte_carlo)")
+    parser.add_argument(
+        "--samples",
+        choices=("flat", "turns"),
+        default="flat",
+        help="flat: one sequence per episode; turns: one row per planner turn on its structured "
+        "prompt (TurnSamplesGRPOTrainer)",
+    )
+    parser.add_argument(
+        "--normalize",
+        choices=("trajectory", "turn"),
+        default="trajectory",
+        help="--samples turns: group statistics over trajectories (the paper) or turn samples",
+    )
+    parser.add_argument(
+        "--flat-prompts",
+        action="store_true",
+        help="--samples turns on flat (growing) prompts instead of structured ones: the rows "
+        "differ from the flat shape's only in how they are cut (an ablation)",
+    )
     return parser
 
 
@@ -150,7 +182,8 @@ def evaluate(
     """Success on ``args.eval_episodes`` test-split episodes (the same every time): greedy, or
     with ``sample`` sampled at the training temperature (what GRPO's groups see: about chance
     at the start)."""
-    specs = [(EVAL_SEEDS + i, {"split": "test"}) for i in range(args.eval_episodes)]
+    settings = {"split": "test", **observation_kwargs(args)}
+    specs = [(EVAL_SEEDS + i, settings) for i in range(args.eval_episodes)]
     generate = HFGenerator(
         model,
         tokenizer.pad_token_id,
@@ -166,6 +199,7 @@ def evaluate(
             tokenizer,
             env_id=probe_env_id(args.probe),
             max_action_tokens=args.max_action_tokens,
+            samples=args.samples,
         )
     n = len(results)
     return {
@@ -208,8 +242,9 @@ class Curve(TrainerCallback):
 def grpo_trainer(
     model: Any, tokenizer: Any, args: argparse.Namespace, work: Path, curve: Curve
 ) -> GRPOTrainer:
-    """TRL's ``GRPOTrainer`` (``TurnCreditGRPOTrainer`` for Monte Carlo credit) on the probe's
-    train-split tasks through the adapter's ``rollout_func``."""
+    """TRL's ``GRPOTrainer`` (``TurnCreditGRPOTrainer`` for Monte Carlo credit,
+    ``TurnSamplesGRPOTrainer`` for turn samples) on the probe's train-split tasks through the
+    adapter's ``rollout_func``."""
     prompts = [
         task_prompt(GRPO_SEEDS + i) for i in range(args.grpo_steps * args.questions_per_step)
     ]
@@ -218,6 +253,10 @@ def grpo_trainer(
     if args.credit == "monte_carlo":
         credit = {"credit": "monte_carlo", "value_forks": args.value_forks}
         trainer_class = TurnCreditGRPOTrainer
+    if args.samples == "turns":
+        credit.update(samples="turns", normalize=args.normalize)
+        trainer_class = TurnSamplesGRPOTrainer
+    credit["env_kwargs"] = observation_kwargs(args)
     return trainer_class(
         model=model,
         reward_funcs=env_reward,
@@ -231,6 +270,15 @@ def grpo_trainer(
         ),
         callbacks=[curve],
     )
+
+
+def observation_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """The env kwargs ``--flat-prompts`` adds (none otherwise: each shape's own mode)."""
+    if not args.flat_prompts:
+        return {}
+    if args.samples != "turns":
+        raise ValueError("--flat-prompts is for --samples turns (flat samples are flat already)")
+    return {"observation_mode": "flat"}
 
 
 def run_probe(args: argparse.Namespace, probe: str) -> dict[str, Any]:
@@ -304,14 +352,24 @@ def _run(args: argparse.Namespace, probe: str) -> dict[str, Any]:
     }
 
 
+def result_name(args: argparse.Namespace, probe: str) -> str:
+    """``<probe>[_<credit>][_turns[_turn_normalized][_flat_prompts]]``; the flat broadcast run
+    is ``<probe>``."""
+    parts = [probe] + ([args.credit] if args.credit != "broadcast" else [])
+    if args.samples == "turns":
+        parts += ["turns"] + (["turn_normalized"] if args.normalize == "turn" else [])
+        parts += ["flat_prompts"] if args.flat_prompts else []
+    return "_".join(parts)
+
+
 def main() -> None:
     args = build_parser().parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     for probe in PROBES if args.probe == "all" else (args.probe,):
         result = run_probe(args, probe)
-        name = probe if args.credit == "broadcast" else f"{probe}_{args.credit}"
-        (out / f"{name}.json").write_text(json.dumps(result, indent=1))
+        result["command"] = " ".join(["python", "examples/trl/probes.py", *sys.argv[1:]])
+        (out / f"{result_name(args, probe)}.json").write_text(json.dumps(result, indent=1))
         summary = {k: result[k] for k in ("start_success", "final_success", "steps_to_90")}
         print(
             json.dumps({probe: {**summary, "total_s": result["timing_s"]["total_s"]}}), flush=True
