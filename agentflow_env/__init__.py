@@ -18,13 +18,13 @@ from agentflow_env.evaluation.metrics import summarize_diagnostics
 from agentflow_env.evaluation.preflight import run_preflight
 from agentflow_env.evaluation.runner import evaluate
 from agentflow_env.evaluation.suites import get_suite, suite_specs
-from agentflow_env.rollout.group_credit import (
+from agentflow_env.rollout.agents.planners import ExpertPlanner, RandomPlanner
+from agentflow_env.rollout.labels.spec import TaskSpec
+from agentflow_env.rollout.training.group_credit import (
     TrajectoryCredit,
     flow_grpo_advantages,
     turn_advantages,
 )
-from agentflow_env.rollout.planners import ExpertPlanner, RandomPlanner
-from agentflow_env.rollout.spec import TaskSpec
 from agentflow_env.tasks.base import PlanStep, Task, TaskSource
 from agentflow_env.tools import Tool, ToolCard, ToolContext, ToolResult, register_tool
 from agentflow_env.workflow.memory import Memory, MemoryEntry, QueryAnalysis, VerificationStatus

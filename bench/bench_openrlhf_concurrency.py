@@ -21,7 +21,7 @@ from types import ModuleType
 from typing import Any
 
 from agentflow_env.base.tokens import load_default_tokenizer, to_hf_tokenizer
-from agentflow_env.rollout.spec import TaskSpec, synthetic_specs
+from agentflow_env.rollout.labels.spec import TaskSpec, synthetic_specs
 from agentflow_env.workflow.actions import format_planner_action
 
 AGENT_FUNC = Path(__file__).resolve().parents[1] / "adapters" / "openrlhf" / "agent_func.py"

@@ -35,7 +35,7 @@ from vllm_server import (  # noqa: E402
 )
 
 import agentflow_env  # noqa: E402,F401  (registers the env ids)
-from agentflow_env.rollout.logprob_check import LogprobSample, check_logprobs  # noqa: E402
+from agentflow_env.rollout.checks.logprob_check import LogprobSample, check_logprobs  # noqa: E402
 
 COMMAND = "python bench/vllm_logprob_gap.py --episodes {episodes} --temperature {temperature}"
 

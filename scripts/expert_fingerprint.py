@@ -30,7 +30,7 @@ from agentflow_env.envs.registration import ENV_CONFIGS
 from agentflow_env.llm import LLMEndpoint
 from agentflow_env.modules import build_modules
 from agentflow_env.retrieval.server_app import start_retriever_server
-from agentflow_env.rollout.planners import ExpertPlanner, RandomPlanner
+from agentflow_env.rollout.agents.planners import ExpertPlanner, RandomPlanner
 
 TESTS = Path(__file__).resolve().parent.parent / "tests"
 SERVED = "AgentFlow-Search-v0 served"

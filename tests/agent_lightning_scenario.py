@@ -41,8 +41,8 @@ from aiohttp import web
 from omegaconf import OmegaConf
 
 from agentflow_env.base.tokens import load_default_tokenizer
-from agentflow_env.rollout.planners import ExpertPlanner
-from agentflow_env.rollout.spec import TaskSpec, synthetic_specs
+from agentflow_env.rollout.agents.planners import ExpertPlanner
+from agentflow_env.rollout.labels.spec import TaskSpec, synthetic_specs
 from agentflow_env.workflow.session import Session
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentflow_env.rollout.planners import ExpertPlanner, RandomPlanner
-from agentflow_env.rollout.spec import TaskSpec, synthetic_specs
+from agentflow_env.rollout.agents.planners import ExpertPlanner, RandomPlanner
+from agentflow_env.rollout.labels.spec import TaskSpec, synthetic_specs
 
 
 def spec_for(index: int, hops: int = 2) -> TaskSpec:

@@ -10,7 +10,7 @@ import pytest
 
 import agentflow_env  # noqa: F401
 from agentflow_env.base.tokens import load_default_tokenizer
-from agentflow_env.rollout.planners import ExpertPlanner
+from agentflow_env.rollout.agents.planners import ExpertPlanner
 from agentflow_env.workflow.action_input import MAX_TOKEN_ID, read_action
 
 SEARCH = "Justification: j\nContext: {context}\nSub-Goal: s\nTool Name: Search"

@@ -2,7 +2,7 @@
 
 - Every adapter file imports from the package only names of ``agentflow_env.rollout`` or of
   ``agentflow_env`` (``scripts/check_layers.py`` rejects submodules; this checks the names).
-- The old homes of moved names still give them (``rollout.driver``).
+- The old homes of moved names still give them (``rollout.training.driver``).
 - ``max_action_tokens`` everywhere: the old ``max_turn_tokens`` / ``AGENTFLOW_MAX_TURN_TOKENS`` /
   ``DEFAULT_MAX_TURN_TOKENS`` still work, and warn.
 """
@@ -19,8 +19,9 @@ from conftest import ROOT, load_adapter
 
 import agentflow_env
 from agentflow_env import rollout
-from agentflow_env.rollout import driver, labels, lockstep, vllm_outputs
-from agentflow_env.rollout.labels import ADAPTER_MAX_ACTION_TOKENS, AdapterConfig
+from agentflow_env.rollout.labels import plans as labels
+from agentflow_env.rollout.labels.plans import ADAPTER_MAX_ACTION_TOKENS, AdapterConfig
+from agentflow_env.rollout.training import driver, lockstep, vllm_outputs
 
 
 def test_the_front_door_names_exist() -> None:

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from agentflow_env.rollout.group_credit import flow_grpo_advantages
+from agentflow_env.rollout.training.group_credit import flow_grpo_advantages
 
 
 def test_trajectory_normalisation_matches_hand_computation():

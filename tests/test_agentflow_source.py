@@ -626,7 +626,7 @@ def test_prepared_training_labels_carry_the_checkouts_tag_sentence(
     """``prepare_data.py`` writes inline records: the sentence must be in them, not the env's."""
     from conftest import load_adapter
 
-    from agentflow_env.rollout.spec import TaskSpec
+    from agentflow_env.rollout.labels.spec import TaskSpec
 
     prepare = load_adapter("adapters/openrlhf/prepare_data.py", "agentflow_prepare_checkout")
     data = tmp_path / "train.json"

@@ -16,7 +16,7 @@ import pytest
 from conftest import load_adapter
 
 from agentflow_env import SearchEnvConfig
-from agentflow_env.rollout.spec import TaskSpec, task_from_record
+from agentflow_env.rollout.labels.spec import TaskSpec, task_from_record
 from agentflow_env.tasks.datasets import DatasetError, load_tasks
 from agentflow_env.tasks.scoring import ANSWER_TAG_INSTRUCTION
 

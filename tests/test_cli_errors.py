@@ -359,7 +359,7 @@ def test_some_episodes_on_a_module_error_are_counted(capsys, monkeypatch) -> Non
 
 
 def test_summary_counts_module_errors() -> None:
-    from agentflow_env.rollout.episodes import EpisodeRecord, summarize
+    from agentflow_env.rollout.agents.episodes import EpisodeRecord, summarize
 
     def record(end_reason: str, errors: list[str]) -> EpisodeRecord:
         return EpisodeRecord(

@@ -18,8 +18,8 @@ import pytest
 from agentflow_env.envs.code import make_code_env
 from agentflow_env.envs.env import AgentFlowEnv
 from agentflow_env.retrieval.corpus import format_documents
-from agentflow_env.rollout.episodes import run_episode
-from agentflow_env.rollout.planners import ExpertPlanner, RandomPlanner
+from agentflow_env.rollout.agents.episodes import run_episode
+from agentflow_env.rollout.agents.planners import ExpertPlanner, RandomPlanner
 from agentflow_env.tasks.base import Evidence, Task
 from agentflow_env.tasks.code import (
     COMPUTE,

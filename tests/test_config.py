@@ -38,8 +38,8 @@ from agentflow_env.envs.config import (
 )
 from agentflow_env.envs.env import AgentFlowEnv
 from agentflow_env.envs.registration import ENV_CONFIGS, ENV_ENTRY_POINTS
-from agentflow_env.rollout.planners import ExpertPlanner
-from agentflow_env.rollout.spec import TaskSpec, TaskSpecError
+from agentflow_env.rollout.agents.planners import ExpertPlanner
+from agentflow_env.rollout.labels.spec import TaskSpec, TaskSpecError
 from agentflow_env.tasks import code as code_tasks
 from agentflow_env.tasks.synthetic import SyntheticTaskSource
 from agentflow_env.tasks.synthetic.program import KINDS as SEARCH_KINDS

@@ -1,4 +1,4 @@
-"""Turn-level advantages (``agentflow_env.rollout.group_credit``) against hand-computed values."""
+"""Turn-level advantages (``agentflow_env.rollout.training.group_credit``) against hand-computed values."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from agentflow_env.rollout.group_credit import (
+from agentflow_env.rollout.training.group_credit import (
     TrajectoryCredit,
     credited_samples,
     flat_token_advantages,

@@ -19,7 +19,7 @@ from agentflow_env.envs import DEFAULT_LEVELS, Curriculum
 from agentflow_env.envs.config import CodeEnvConfig, SearchEnvConfig, UnknownSettingError
 from agentflow_env.retrieval.corpus import Document, format_documents
 from agentflow_env.retrieval.hybrid import get_searcher
-from agentflow_env.rollout.planners import ExpertPlanner
+from agentflow_env.rollout.agents.planners import ExpertPlanner
 from agentflow_env.tasks.base import Evidence, Task
 from agentflow_env.tasks.synthetic import SyntheticSolver, WorldConfig, extract_facts
 from agentflow_env.tasks.synthetic.documents import TITLE_NOUNS

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agentflow_env.base.tokens import load_default_tokenizer, to_hf_tokenizer
-from agentflow_env.rollout.demonstrations import (
+from agentflow_env.rollout.agents.demonstrations import (
     expert_action_text,
     expert_conversations,
     expert_demonstrations,

@@ -36,8 +36,8 @@ from agentflow_env.retrieval.dense import (
 )
 from agentflow_env.retrieval.hybrid import HybridIndex, get_searcher, reciprocal_rank_fusion
 from agentflow_env.retrieval.server import RetrieverServerHandle, open_index, start_retriever_server
-from agentflow_env.rollout.episodes import run_episode
-from agentflow_env.rollout.planners import ExpertPlanner
+from agentflow_env.rollout.agents.episodes import run_episode
+from agentflow_env.rollout.agents.planners import ExpertPlanner
 from agentflow_env.tools.base import ToolContext
 from agentflow_env.tools.search import SearchTool
 

@@ -13,8 +13,8 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import agentflow_env
-from agentflow_env.rollout.episodes import run_episode
-from agentflow_env.rollout.planners import ExpertPlanner, RandomPlanner
+from agentflow_env.rollout.agents.episodes import run_episode
+from agentflow_env.rollout.agents.planners import ExpertPlanner, RandomPlanner
 from agentflow_env.tools.base import Tool, ToolCard, ToolContext, ToolResult
 from agentflow_env.workflow.actions import format_planner_action
 

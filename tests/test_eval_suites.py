@@ -24,9 +24,9 @@ from agentflow_env.evaluation.eval_suite import (
     suite_fingerprint,
 )
 from agentflow_env.evaluation.suites import SUITES, UnknownSuiteError, get_suite, suite_specs
-from agentflow_env.rollout.driver import run_episodes
-from agentflow_env.rollout.pool import EnvPool
-from agentflow_env.rollout.spec import TaskSpec, TaskSpecError
+from agentflow_env.rollout.labels.spec import TaskSpec, TaskSpecError
+from agentflow_env.rollout.training.driver import run_episodes
+from agentflow_env.rollout.training.pool import EnvPool
 
 PUBLISHED = {
     "search-h1-d0-v1": "ed582bc1d7e48b3b",

@@ -15,7 +15,8 @@ from typing import Any
 import gymnasium as gym
 import pytest
 
-from agentflow_env.rollout.fail_fast import (
+from agentflow_env.rollout.agents.planners import ExpertPlanner
+from agentflow_env.rollout.checks.fail_fast import (
     DEFAULT_FAIL_FAST,
     FailFast,
     SystemicFailure,
@@ -23,10 +24,9 @@ from agentflow_env.rollout.fail_fast import (
     hint,
     reason_key,
 )
-from agentflow_env.rollout.failures import AdapterError, episode_logs, trajectory_failure
-from agentflow_env.rollout.planners import ExpertPlanner
+from agentflow_env.rollout.checks.failures import AdapterError, episode_logs, trajectory_failure
 
-LABEL_ERROR = "TaskSpecError: the label {} names no task (at rollout/spec.py:{} in parse)"
+LABEL_ERROR = "TaskSpecError: the label {} names no task (at rollout/labels/spec.py:{} in parse)"
 
 
 # -- the guard ---------------------------------------------------------------------------------

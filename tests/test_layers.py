@@ -23,7 +23,7 @@ def contract_layers() -> list[set[str]]:
     """The layers contract's layers, bottom first, each a set of subpackages."""
     config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     contracts = config["tool"]["importlinter"]["contracts"]
-    (layers,) = [c for c in contracts if c["type"] == "layers"]
+    (layers,) = [c for c in contracts if c["id"] == "layers"]
     assert layers["containers"] == ["agentflow_env"]
     return [
         {name.strip().strip("()") for name in re.split(r"[|:]", layer)}

@@ -31,8 +31,8 @@ from agentflow_env.modules.prompts import (  # noqa: E402
     parse_query_analysis,
 )
 from agentflow_env.retrieval.corpus import Corpus, Document  # noqa: E402
-from agentflow_env.rollout.episodes import run_episode  # noqa: E402
-from agentflow_env.rollout.planners import ExpertPlanner  # noqa: E402
+from agentflow_env.rollout.agents.episodes import run_episode  # noqa: E402
+from agentflow_env.rollout.agents.planners import ExpertPlanner  # noqa: E402
 from agentflow_env.tasks.base import PlanStep, Task  # noqa: E402
 from agentflow_env.tools.registry import ToolSet, make_tool  # noqa: E402
 from agentflow_env.workflow.actions import PlannerAction, format_planner_action  # noqa: E402
@@ -431,7 +431,7 @@ def test_readers_are_tolerant():
 
 
 def test_openai_planner_plays_an_episode(server):
-    from agentflow_env.rollout.llm_planners import OpenAIPlanner, messages_from_observation
+    from agentflow_env.rollout.agents.llm_planners import OpenAIPlanner, messages_from_observation
 
     plan = iter([expert_action(TWO_HOP, 0), expert_action(TWO_HOP, 1)])
     server.responder = lambda role, request: next(plan) if role == "planner" else "?"
@@ -451,7 +451,7 @@ def test_openai_planner_plays_an_episode(server):
 
 
 def test_hf_planner_returns_token_ids_the_env_keeps(tiny_llama_dir):
-    from agentflow_env.rollout.llm_planners import HFPlanner
+    from agentflow_env.rollout.agents.llm_planners import HFPlanner
 
     planner = HFPlanner(str(tiny_llama_dir), max_new_tokens=8, device="cpu", do_sample=True, seed=0)
     env = gym.make("AgentFlow-Search-v0", tasks=[ONE_HOP], max_turns=1)

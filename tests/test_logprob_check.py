@@ -30,9 +30,9 @@ from transformers import LlamaConfig, LlamaForCausalLM
 from agentflow_env.base.errors import DatasetError
 from agentflow_env.base.tokens import load_default_tokenizer, to_hf_tokenizer
 from agentflow_env.cli import main
-from agentflow_env.rollout import logprob_check, trainer_samples
-from agentflow_env.rollout.hf_generation import hf_generate
-from agentflow_env.rollout.logprob_check import (
+from agentflow_env.rollout.agents.hf_generation import hf_generate
+from agentflow_env.rollout.checks import logprob_check, trainer_samples
+from agentflow_env.rollout.checks.logprob_check import (
     LogprobSample,
     SampleDump,
     at_temperature,
@@ -42,7 +42,7 @@ from agentflow_env.rollout.logprob_check import (
     score_samples,
     write_samples,
 )
-from agentflow_env.rollout.train_diagnostics import group_signal
+from agentflow_env.rollout.checks.train_diagnostics import group_signal
 
 TEMPERATURE = 0.7
 QUESTIONS = ["Which river flows through the capital?", "Add 17 and 25.", "Who wrote it?"]

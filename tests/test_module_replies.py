@@ -14,7 +14,7 @@ from agentflow_env.modules.rule import (
     RuleInitializer,
     RuleVerifier,
 )
-from agentflow_env.rollout.planners import ExpertPlanner
+from agentflow_env.rollout.agents.planners import ExpertPlanner
 from agentflow_env.workflow.frozen_modules import Modules
 
 

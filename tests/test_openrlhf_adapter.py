@@ -30,10 +30,10 @@ agent_module = pytest.importorskip("openrlhf.utils.agent")
 from conftest import load_adapter  # noqa: E402
 
 from agentflow_env.base.tokens import load_default_tokenizer, to_hf_tokenizer  # noqa: E402
-from agentflow_env.rollout.group_credit import flow_grpo_advantages  # noqa: E402
-from agentflow_env.rollout.logprob_check import read_samples  # noqa: E402
-from agentflow_env.rollout.planners import ExpertPlanner, RandomPlanner  # noqa: E402
-from agentflow_env.rollout.spec import TaskSpec, TaskSpecError, synthetic_specs  # noqa: E402
+from agentflow_env.rollout.agents.planners import ExpertPlanner, RandomPlanner  # noqa: E402
+from agentflow_env.rollout.checks.logprob_check import read_samples  # noqa: E402
+from agentflow_env.rollout.labels.spec import TaskSpec, TaskSpecError, synthetic_specs  # noqa: E402
+from agentflow_env.rollout.training.group_credit import flow_grpo_advantages  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 AGENT_FUNC = ROOT / "adapters" / "openrlhf" / "agent_func.py"
@@ -425,7 +425,7 @@ def test_task_spec_round_trip_and_errors():
 
 
 def test_env_kwargs_json_forms():
-    from agentflow_env.rollout.spec import env_kwargs_from_json
+    from agentflow_env.rollout.labels.spec import env_kwargs_from_json
 
     kwargs = env_kwargs_from_json(
         {

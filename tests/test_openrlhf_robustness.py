@@ -43,8 +43,8 @@ from agentflow_env.modules.rule import (  # noqa: E402
     RuleExecutor,
     RuleInitializer,
 )
-from agentflow_env.rollout.failures import AdapterError  # noqa: E402
-from agentflow_env.rollout.spec import TaskSpec  # noqa: E402
+from agentflow_env.rollout.checks.failures import AdapterError  # noqa: E402
+from agentflow_env.rollout.labels.spec import TaskSpec  # noqa: E402
 from agentflow_env.workflow.frozen_modules import Modules  # noqa: E402
 from agentflow_env.workflow.session import Session  # noqa: E402
 

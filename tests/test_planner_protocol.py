@@ -13,7 +13,7 @@ from agentflow_env import Curriculum
 from agentflow_env.envs.env import AgentFlowEnv
 from agentflow_env.evaluation.runner import evaluate
 from agentflow_env.llm.client import ChatResult
-from agentflow_env.rollout.episodes import (
+from agentflow_env.rollout.agents.episodes import (
     ObservationPlanner,
     as_planner,
     play_episode,
@@ -21,8 +21,8 @@ from agentflow_env.rollout.episodes import (
     run_episode,
     session_step,
 )
-from agentflow_env.rollout.llm_planners import OpenAIPlanner, Sampling
-from agentflow_env.rollout.planners import ExpertPlanner, RandomPlanner
+from agentflow_env.rollout.agents.llm_planners import OpenAIPlanner, Sampling
+from agentflow_env.rollout.agents.planners import ExpertPlanner, RandomPlanner
 from agentflow_env.workflow.actions import format_planner_action
 from agentflow_env.workflow.session import Session
 

@@ -12,7 +12,7 @@ import agentflow_env  # noqa: F401  (registers the env ids)
 from agentflow_env import SearchEnvConfig
 from agentflow_env.cli import build_parser
 from agentflow_env.envs.config import settings_from_args
-from agentflow_env.rollout.planners import ExpertPlanner
+from agentflow_env.rollout.agents.planners import ExpertPlanner
 from agentflow_env.tools.agentflow.names import AGENTFLOW_TOOLS
 
 

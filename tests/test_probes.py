@@ -16,11 +16,12 @@ from gymnasium.utils.env_checker import check_env
 import agentflow_env  # noqa: F401  (registers the envs)
 from agentflow_env.envs.config import UnknownSettingError
 from agentflow_env.envs.probes import PROBE_ENV_IDS
-from agentflow_env.rollout.episodes import run_episode
-from agentflow_env.rollout.labels import plan_episode, task_prompt
-from agentflow_env.rollout.planners import ExpertPlanner
-from agentflow_env.rollout.probes import probe_demonstrations, probe_label, random_episodes
-from agentflow_env.rollout.spec import TaskSpec
+from agentflow_env.rollout.agents.episodes import run_episode
+from agentflow_env.rollout.agents.planners import ExpertPlanner
+from agentflow_env.rollout.agents.probes import probe_demonstrations, random_episodes
+from agentflow_env.rollout.labels.plans import plan_episode, task_prompt
+from agentflow_env.rollout.labels.probe_labels import probe_label
+from agentflow_env.rollout.labels.spec import TaskSpec
 from agentflow_env.tasks.base import Evidence
 from agentflow_env.tasks.probes import (
     PROBES,

@@ -37,7 +37,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 import agentflow_env  # noqa: F401  (registers the envs)
-from agentflow_env.rollout.planners import ExpertPlanner
+from agentflow_env.rollout.agents.planners import ExpertPlanner
 from agentflow_env.workflow.action_input import MAX_TOKEN_ID
 
 _COMMON: dict[str, Any] = {

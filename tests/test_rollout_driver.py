@@ -18,18 +18,18 @@ from typing import Any
 import pytest
 
 from agentflow_env.base.tokens import load_default_tokenizer
-from agentflow_env.rollout.driver import EpisodeResult, run_episodes
-from agentflow_env.rollout.failures import episode_logs, failure_reason, filler_token_id
-from agentflow_env.rollout.labels import AdapterConfig, plan_episode, task_prompt
-from agentflow_env.rollout.pool import EnvPool, SharedEnvs
-from agentflow_env.rollout.spec import TaskSpec, TaskSpecError, synthetic_specs
-from agentflow_env.rollout.token_check import (
+from agentflow_env.rollout.checks.failures import episode_logs, failure_reason, filler_token_id
+from agentflow_env.rollout.checks.token_check import (
     MismatchHints,
     TokenMismatchError,
     TrainerSequence,
     describe_mismatch,
 )
-from agentflow_env.rollout.vllm_outputs import (
+from agentflow_env.rollout.labels.plans import AdapterConfig, plan_episode, task_prompt
+from agentflow_env.rollout.labels.spec import TaskSpec, TaskSpecError, synthetic_specs
+from agentflow_env.rollout.training.driver import EpisodeResult, run_episodes
+from agentflow_env.rollout.training.pool import EnvPool, SharedEnvs
+from agentflow_env.rollout.training.vllm_outputs import (
     action_logprobs,
     capped_params,
     read_request_output,
@@ -327,7 +327,7 @@ def test_hf_log_probs_are_those_of_the_sampling_distribution() -> None:
     """After temperature, top-k and top-p (renormalised); greedy: the model at temperature 1."""
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
-    from agentflow_env.rollout.hf_generation import HFGenerator, hf_generate
+    from agentflow_env.rollout.agents.hf_generation import HFGenerator, hf_generate
 
     torch.manual_seed(0)
     config = transformers.LlamaConfig(

@@ -13,7 +13,7 @@ import agentflow_env
 from agentflow_env import EndReason, EpisodeOutcome, VerificationStatus
 from agentflow_env.base.spaces import PlannerActionSpace
 from agentflow_env.envs.env import AgentFlowEnv
-from agentflow_env.rollout.episodes import EpisodeRecord
+from agentflow_env.rollout.agents.episodes import EpisodeRecord
 from agentflow_env.tasks.base import Task
 from agentflow_env.workflow.action_input import MAX_TOKEN_ID
 from agentflow_env.workflow.actions import format_planner_action

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from agentflow_env import AgentFlowEnv
-from agentflow_env.rollout.planners import expert_action, random_action
+from agentflow_env.rollout.agents.planners import expert_action, random_action
 from agentflow_env.tasks.base import Task
 from agentflow_env.workflow.diagnostics import gold_steps_done
 from agentflow_env.workflow.shaping import progress_potential

@@ -41,15 +41,15 @@ from agentflow_env.base.tokens import (  # noqa: E402
     to_hf_tokenizer,
     train_bpe,
 )
-from agentflow_env.rollout.fail_fast import SystemicFailure  # noqa: E402
-from agentflow_env.rollout.failures import AdapterError  # noqa: E402
-from agentflow_env.rollout.logprob_check import read_samples  # noqa: E402
-from agentflow_env.rollout.planners import (  # noqa: E402
+from agentflow_env.rollout.agents.planners import (  # noqa: E402
     expert_action,
 )
-from agentflow_env.rollout.pool import LazySharedEnvs  # noqa: E402
-from agentflow_env.rollout.spec import TaskSpec  # noqa: E402
-from agentflow_env.rollout.train_diagnostics import group_signal  # noqa: E402
+from agentflow_env.rollout.checks.fail_fast import SystemicFailure  # noqa: E402
+from agentflow_env.rollout.checks.failures import AdapterError  # noqa: E402
+from agentflow_env.rollout.checks.logprob_check import read_samples  # noqa: E402
+from agentflow_env.rollout.checks.train_diagnostics import group_signal  # noqa: E402
+from agentflow_env.rollout.labels.spec import TaskSpec  # noqa: E402
+from agentflow_env.rollout.training.pool import LazySharedEnvs  # noqa: E402
 
 LOGPROB = -0.5
 

@@ -48,9 +48,9 @@ from test_skyrl_adapter import (  # noqa: E402
 )
 
 from agentflow_env.base.tokens import load_default_tokenizer, to_hf_tokenizer  # noqa: E402
-from agentflow_env.rollout.failures import AdapterError  # noqa: E402
-from agentflow_env.rollout.planners import ExpertPlanner, RandomPlanner  # noqa: E402
-from agentflow_env.rollout.spec import TaskSpec  # noqa: E402
+from agentflow_env.rollout.agents.planners import ExpertPlanner, RandomPlanner  # noqa: E402
+from agentflow_env.rollout.checks.failures import AdapterError  # noqa: E402
+from agentflow_env.rollout.labels.spec import TaskSpec  # noqa: E402
 
 MODES = ("structured", "flat")
 

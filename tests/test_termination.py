@@ -11,7 +11,7 @@ import gymnasium as gym
 import pytest
 
 from agentflow_env.evaluation.metrics import clean_diagnostics, summarize_diagnostics
-from agentflow_env.rollout.planners import ExpertPlanner
+from agentflow_env.rollout.agents.planners import ExpertPlanner
 from agentflow_env.tasks.base import PlanStep
 from agentflow_env.workflow.actions import (
     ActionParseError,

@@ -8,7 +8,7 @@ import pytest
 
 import agentflow_env.base as agentflow_env  # registers the envs; .tokens: the bundled BPE
 from agentflow_env.base.hf_tokens import HFChatTokenizer, resolve_tokenizer
-from agentflow_env.rollout.planners import ExpertPlanner
+from agentflow_env.rollout.agents.planners import ExpertPlanner
 
 pytest.importorskip("transformers")
 

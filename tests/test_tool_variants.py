@@ -13,7 +13,7 @@ import pytest
 
 import agentflow_env  # noqa: F401  (registers the environments)
 from agentflow_env.envs.config import SearchEnvConfig
-from agentflow_env.rollout.planners import ExpertPlanner
+from agentflow_env.rollout.agents.planners import ExpertPlanner
 from agentflow_env.tools import CalculatorTool, PythonTool, SearchTool, ToolArgumentError
 from agentflow_env.tools.variants import ToolVariant, VariantOptions, with_variant
 from agentflow_env.workflow.actions import format_planner_action, parse_planner_action

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from agentflow_env.rollout.train_diagnostics import (
+from agentflow_env.rollout.checks.train_diagnostics import (
     DiagnosticsLog,
     group_signal,
     logprob_gap,
@@ -97,7 +97,7 @@ from transformers import LlamaConfig, LlamaForCausalLM  # noqa: E402
 from trl import GRPOConfig  # noqa: E402
 
 from agentflow_env.base.tokens import load_default_tokenizer, to_hf_tokenizer  # noqa: E402
-from agentflow_env.rollout.demonstrations import expert_demonstrations  # noqa: E402
+from agentflow_env.rollout.agents.demonstrations import expert_demonstrations  # noqa: E402
 
 ENV = {
     "hops": [1, 2],

@@ -21,7 +21,7 @@ from transformers import LlamaConfig, LlamaForCausalLM  # noqa: E402
 from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 
 from agentflow_env.base.tokens import load_default_tokenizer, to_hf_tokenizer  # noqa: E402
-from agentflow_env.rollout.planners import ExpertPlanner  # noqa: E402
+from agentflow_env.rollout.agents.planners import ExpertPlanner  # noqa: E402
 
 ENV = {"hops": 1, "max_turns": 2}
 GENERATIONS = 4

@@ -28,7 +28,7 @@ from trl import GRPOTrainer  # noqa: E402
 
 from agentflow_env.base.tokens import load_default_tokenizer, to_hf_tokenizer  # noqa: E402
 from agentflow_env.envs.env import AgentFlowEnv  # noqa: E402
-from agentflow_env.rollout.spec import TaskSpec  # noqa: E402
+from agentflow_env.rollout.labels.spec import TaskSpec  # noqa: E402
 
 NAN = float("nan")
 LOGGER = "agentflow_env.adapters.trl"

@@ -24,7 +24,7 @@ from test_trl_adapter import cpu_grpo_config, rollout, tiny_model  # noqa: E402
 from trl import GRPOTrainer  # noqa: E402
 
 from agentflow_env.base.tokens import load_default_tokenizer, to_hf_tokenizer  # noqa: E402
-from agentflow_env.rollout.spec import TaskSpec, TaskSpecError, synthetic_specs  # noqa: E402
+from agentflow_env.rollout.labels.spec import TaskSpec, TaskSpecError, synthetic_specs  # noqa: E402
 
 SEARCH = "AgentFlow-Search-v0"
 

@@ -170,7 +170,7 @@ def episodes_worker(rank: int, port: int, out: Path) -> None:
     import torch.distributed as dist
 
     from agentflow_env.base.tokens import load_default_tokenizer, to_hf_tokenizer
-    from agentflow_env.rollout.planners import ExpertPlanner
+    from agentflow_env.rollout.agents.planners import ExpertPlanner
 
     dist.init_process_group(
         "gloo",

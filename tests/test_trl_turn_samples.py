@@ -26,8 +26,8 @@ from test_trl_adapter import cpu_grpo_config, tiny_model  # noqa: E402
 
 from agentflow_env.base.tokens import load_default_tokenizer, to_hf_tokenizer  # noqa: E402
 from agentflow_env.rollout import TrainerSample, group_signal  # noqa: E402
-from agentflow_env.rollout.group_credit import flow_grpo_advantages  # noqa: E402
-from agentflow_env.rollout.planners import ExpertPlanner  # noqa: E402
+from agentflow_env.rollout.agents.planners import ExpertPlanner  # noqa: E402
+from agentflow_env.rollout.training.group_credit import flow_grpo_advantages  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "adapters" / "trl"))  # the adapter files import each other by name
 import rollout  # noqa: E402

@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 
 from agentflow_env.base.tokens import load_default_tokenizer
-from agentflow_env.rollout.driver import run_episodes
-from agentflow_env.rollout.group_credit import TrajectoryCredit, turn_advantages
-from agentflow_env.rollout.planners import ExpertPlanner
-from agentflow_env.rollout.pool import EnvPool
-from agentflow_env.rollout.turn_credit import token_advantages
+from agentflow_env.rollout.agents.planners import ExpertPlanner
+from agentflow_env.rollout.training.driver import run_episodes
+from agentflow_env.rollout.training.group_credit import TrajectoryCredit, turn_advantages
+from agentflow_env.rollout.training.pool import EnvPool
+from agentflow_env.rollout.training.turn_credit import token_advantages
 
 TOK = load_default_tokenizer()
 JUNK = TOK.encode("Tool Name: Calculator\nContext: 1 + 1") + [TOK.eos_token_id]

@@ -16,7 +16,7 @@ import gymnasium as gym
 import pytest
 
 import agentflow_env  # noqa: F401  (registers the env ids)
-from agentflow_env.rollout.planners import ExpertPlanner, RandomPlanner
+from agentflow_env.rollout.agents.planners import ExpertPlanner, RandomPlanner
 from agentflow_env.workflow.turn_log import TurnLog, read_turn_log
 
 REPO = Path(__file__).resolve().parents[1]
@@ -116,7 +116,7 @@ KILLED_RUN = textwrap.dedent(
     import sys
     import gymnasium as gym
     import agentflow_env
-    from agentflow_env.rollout.planners import RandomPlanner
+    from agentflow_env.rollout.agents.planners import RandomPlanner
 
     env = gym.make("AgentFlow-Search-v0", log_path=sys.argv[1])
     planner = RandomPlanner(env, seed=0)

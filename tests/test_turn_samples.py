@@ -1,4 +1,4 @@
-"""Turn samples, the per-planner-turn training shape (``agentflow_env.rollout.samples``).
+"""Turn samples, the per-planner-turn training shape (``agentflow_env.rollout.training.samples``).
 
 - Both drivers give one ``TrainerSample`` per planner turn: its prompt ids are exactly the ids
   the policy was given (AgentFlow's structured prompt rebuilt from memory, byte for byte from a
@@ -33,13 +33,13 @@ from agentflow_env.rollout import (
     task_prompt,
     turn_sample_advantages,
 )
-from agentflow_env.rollout.group_credit import (
+from agentflow_env.rollout.labels.plans import plan_episode
+from agentflow_env.rollout.training.group_credit import (
     TrajectoryCredit,
     flow_grpo_advantages,
     turn_advantages,
 )
-from agentflow_env.rollout.labels import plan_episode
-from agentflow_env.rollout.token_episode import PROMPT_BUDGET
+from agentflow_env.rollout.training.token_episode import PROMPT_BUDGET
 from agentflow_env.workflow.actions import format_planner_action
 from agentflow_env.workflow.agentflow_format import memory_actions
 

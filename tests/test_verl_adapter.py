@@ -44,11 +44,11 @@ from verl.workers.rollout.replica import TokenOutput
 from agentflow_env.base.tokens import load_default_tokenizer, to_hf_tokenizer
 from agentflow_env.envs.env import AgentFlowEnv
 from agentflow_env.modules.rule import RuleExecutor, RuleInitializer
-from agentflow_env.rollout.fail_fast import SystemicFailure
-from agentflow_env.rollout.failures import AdapterError
-from agentflow_env.rollout.logprob_check import read_samples
-from agentflow_env.rollout.pool import LazySharedEnvs
-from agentflow_env.rollout.spec import TaskSpec
+from agentflow_env.rollout.checks.fail_fast import SystemicFailure
+from agentflow_env.rollout.checks.failures import AdapterError
+from agentflow_env.rollout.checks.logprob_check import read_samples
+from agentflow_env.rollout.labels.spec import TaskSpec
+from agentflow_env.rollout.training.pool import LazySharedEnvs
 from agentflow_env.workflow.frozen_modules import Modules
 from agentflow_env.workflow.session import Session
 

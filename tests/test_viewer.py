@@ -25,8 +25,8 @@ from agentflow_env.cli import main
 from agentflow_env.evaluation.viewer.plots import budget_curves, run_summaries
 from agentflow_env.evaluation.viewer.rows import episode_rows
 from agentflow_env.evaluation.viewer.site import EmptyLogError, write_report
-from agentflow_env.rollout.episodes import run_episode
-from agentflow_env.rollout.planners import ExpertPlanner, RandomPlanner
+from agentflow_env.rollout.agents.episodes import run_episode
+from agentflow_env.rollout.agents.planners import ExpertPlanner, RandomPlanner
 from agentflow_env.workflow.turn_log import read_turn_log
 
 HOSTILE = "<script>alert(1)</script></pre></html>\"'&<img src=x onerror=alert(2)>"

@@ -29,11 +29,11 @@ from agentflow_env.evaluation.runner import episode_task  # noqa: E402
 from agentflow_env.llm import ChatClient, ContextLengthError, LLMEndpoint  # noqa: E402
 from agentflow_env.modules import build_modules  # noqa: E402
 from agentflow_env.modules.llm import NO_VERDICT_NOTE  # noqa: E402
-from agentflow_env.rollout.episodes import play_episode  # noqa: E402
-from agentflow_env.rollout.fail_fast import FailFast, SystemicFailure  # noqa: E402
-from agentflow_env.rollout.failures import trajectory_failure  # noqa: E402
-from agentflow_env.rollout.llm_planners import session_messages  # noqa: E402
-from agentflow_env.rollout.planners import ExpertPlanner  # noqa: E402
+from agentflow_env.rollout.agents.episodes import play_episode  # noqa: E402
+from agentflow_env.rollout.agents.llm_planners import session_messages  # noqa: E402
+from agentflow_env.rollout.agents.planners import ExpertPlanner  # noqa: E402
+from agentflow_env.rollout.checks.fail_fast import FailFast, SystemicFailure  # noqa: E402
+from agentflow_env.rollout.checks.failures import trajectory_failure  # noqa: E402
 from agentflow_env.workflow.session import Session  # noqa: E402
 
 pytestmark = pytest.mark.vllm

@@ -25,9 +25,9 @@ from vllm_server import VLLMServer, served_token_episodes  # noqa: E402
 
 from agentflow_env.cli import main  # noqa: E402
 from agentflow_env.llm import LLMEndpoint  # noqa: E402
-from agentflow_env.rollout.episodes import run_episode  # noqa: E402
-from agentflow_env.rollout.llm_planners import HFPlanner, OpenAIPlanner, session_messages  # noqa: E402
-from agentflow_env.rollout.logprob_check import LogprobSample, write_samples  # noqa: E402
+from agentflow_env.rollout.agents.episodes import run_episode  # noqa: E402
+from agentflow_env.rollout.agents.llm_planners import HFPlanner, OpenAIPlanner, session_messages  # noqa: E402
+from agentflow_env.rollout.checks.logprob_check import LogprobSample, write_samples  # noqa: E402
 
 pytestmark = pytest.mark.vllm
 TEMPERATURE = 0.7

@@ -34,9 +34,9 @@ from transformers import AutoModelForCausalLM  # noqa: E402
 from vllm_server import MAX_MODEL_LEN, VLLMServer  # noqa: E402
 
 from agentflow_env.base.tokens import load_default_tokenizer, to_hf_tokenizer  # noqa: E402
-from agentflow_env.rollout.logprob_check import LogprobSample  # noqa: E402
-from agentflow_env.rollout.pool import LazySharedEnvs  # noqa: E402
-from agentflow_env.rollout.trainer_samples import skyrl_samples  # noqa: E402
+from agentflow_env.rollout.checks.logprob_check import LogprobSample  # noqa: E402
+from agentflow_env.rollout.checks.trainer_samples import skyrl_samples  # noqa: E402
+from agentflow_env.rollout.training.pool import LazySharedEnvs  # noqa: E402
 
 pytestmark = pytest.mark.vllm
 PER_TURN = 32

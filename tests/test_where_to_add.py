@@ -19,8 +19,8 @@ from agentflow_env.envs.config.fields import UnknownSettingError
 from agentflow_env.envs.env import AgentFlowEnv
 from agentflow_env.envs.registration import Variant, register_variant
 from agentflow_env.rollout import run_episodes
-from agentflow_env.rollout.episodes import run_episode
-from agentflow_env.rollout.planners import ExpertPlanner
+from agentflow_env.rollout.agents.episodes import run_episode
+from agentflow_env.rollout.agents.planners import ExpertPlanner
 from agentflow_env.tasks.base import ListTaskSource, Task, TaskSource
 from agentflow_env.tools import Tool
 from agentflow_env.tools.base import ToolCard, ToolContext, ToolResult

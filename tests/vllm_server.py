@@ -208,7 +208,7 @@ class ServedTurn:
 def served_generate(
     server: VLLMServer, calls: list[ServedTurn], temperature: float, seeds: Iterator[int]
 ) -> Any:
-    """An ``AsyncGenerate`` (``agentflow_env.rollout.token_episode``) over the server's
+    """An ``AsyncGenerate`` (``agentflow_env.rollout.training.token_episode``) over the server's
     ``/v1/completions``: the prompt as ids, the sampled ids, their log-probs and the finish
     reason back; every call is appended to ``calls``. Each request has the next seed."""
 

@@ -2,11 +2,11 @@
 
 Use with ``--train.agent_func_path adapters/openrlhf/agent_func.py`` (OpenRLHF 0.11.x), which
 loads this file by path in every vLLM Ray actor and builds ``AgentExecutor()`` with no arguments:
-settings come from the ``AGENTFLOW_*`` environment variables (``agentflow_env.rollout.labels``;
+settings come from the ``AGENTFLOW_*`` environment variables (``agentflow_env.rollout.labels.plans``;
 table in ``adapters/openrlhf/README.md``), each ``label`` is a ``TaskSpec`` JSON string
-(``agentflow_env.rollout.spec``). This file is the OpenRLHF glue only: the sampled ids reach the
+(``agentflow_env.rollout.labels.spec``). This file is the OpenRLHF glue only: the sampled ids reach the
 env verbatim, OpenRLHF's prompt ids are checked against the env's every turn
-(``rollout.token_check``), a failing trajectory is a reward-0 sample (``rollout.failures``).
+(``rollout.checks.token_check``), a failing trajectory is a reward-0 sample (``rollout.checks.failures``).
 """
 
 # OpenRLHF executes this file without registering it in ``sys.modules``: no dataclasses here (they
@@ -63,7 +63,7 @@ def _hints(tokenizer_name: str) -> MismatchHints:
 
 
 def describe_mismatch(theirs: Any, ours: Any, rollout: Any, hf_tokenizer: Any, name: str) -> str:
-    """Where OpenRLHF's prompt ids and the env's part, and why (``rollout.token_check``)."""
+    """Where OpenRLHF's prompt ids and the env's part, and why (``rollout.checks.token_check``)."""
     encode = hf_encoder(hf_tokenizer)
     return describe_token_mismatch(theirs, ours, rollout, encode, _hints(name))
 
@@ -230,7 +230,7 @@ class AgentExecutor(MultiTurnAgentExecutor):
 
 def dumped(result: dict, sampling_params: Any) -> dict:
     """``result``, appended first to ``AGENTFLOW_DUMP_SAMPLES`` (when set) for
-    ``agentflow-env check-logprobs`` if it holds rollout log-probs (``rollout.logprob_check``)."""
+    ``agentflow-env check-logprobs`` if it holds rollout log-probs (``rollout.checks.logprob_check``)."""
     if result.get("rollout_log_probs") is not None:
         temperature = getattr(sampling_params, "temperature", None)
         read = openrlhf_response_sample

@@ -9,7 +9,7 @@ The env renders with the tokenizer SkyRL hands the generator (the policy's); an
 
 Token-in-token-out: the env renders every prompt, SkyRL's inference client samples each action
 from exactly those ids, the ids go back to the env verbatim and the sample is the env's own flat
-record (``agentflow_env.rollout.token_episode``): the first prompt, then actions and feedback,
+record (``agentflow_env.rollout.training.token_episode``): the first prompt, then actions and feedback,
 the loss mask 1 exactly on sampled ids. Each turn is capped at
 ``sampling_params.max_generate_length`` and the env's ``max_action_tokens``; with
 ``generator.max_input_length`` set, a trajectory ends with reward 0 when

@@ -16,7 +16,7 @@ for training on exactly the ids the env recorded, use ``AgentFlowGenerator``
 
 SkyRL's ``generator.max_turns`` (``extras["max_turns"]``) caps the env's turns: the env ends the
 episode there as at its own limit. Each finished trajectory is recorded by the process's fail-fast
-guard (``agentflow_env.rollout.fail_fast``): when the first trajectories all fail the same way,
+guard (``agentflow_env.rollout.checks.fail_fast``): when the first trajectories all fail the same way,
 ``init``, ``step`` or ``close`` raises ``SystemicFailure`` out of SkyRL's generator. The failure
 rate is the env metric ``failed`` (SkyRL logs its mean as ``environment/failed``).
 

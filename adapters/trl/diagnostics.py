@@ -17,7 +17,7 @@ adds:
 
 Figures go to TRL's metrics (``diag/*``, ``time/*``, ``held_out/*``, averaged per logging step
 like TRL's own) and, one line per step, to ``diagnostics_path`` (JSONL). Definitions:
-``agentflow_env.rollout.train_diagnostics``; how to read them: ``docs/training-diagnostics.md``.
+``agentflow_env.rollout.checks.train_diagnostics``; how to read them: ``docs/training-diagnostics.md``.
 
     sys.path.insert(0, "adapters/trl")
     from diagnostics import AgentFlowGRPOTrainer

@@ -9,7 +9,7 @@ Load it by path (``adapters/`` is a folder of thin files, not a package)::
     trainer = GRPOTrainer(model, reward_funcs=env_reward, train_dataset=dataset,
                           rollout_func=make_rollout_func({"hops": 1, "fresh_world": True}), ...)
 
-A prompt is a task label (``agentflow_env.rollout.labels``; ``agentflow-env labels --format
+A prompt is a task label (``agentflow_env.rollout.labels.plans``; ``agentflow-env labels --format
 trl`` writes a dataset of them). The episodes run in the batched driver
 ``agentflow_env.rollout.run_episodes`` (flat observations, token-in-token-out, zero-reward
 samples for failed episodes, lockstep across ranks); this file is the TRL glue: the trainer's
@@ -170,7 +170,7 @@ def make_rollout_func(
     generate in lockstep over the trainer's accelerator.
 
     ``credit`` (``"broadcast"``, ``"progress"``, ``"monte_carlo"``;
-    ``agentflow_env.rollout.group_credit``) adds ``token_advantages`` to the output, one value per
+    ``agentflow_env.rollout.training.group_credit``) adds ``token_advantages`` to the output, one value per
     completion token, which ``TurnCreditGRPOTrainer`` (``adapters/trl/turn_credit.py``) uses in
     place of TRL's own advantages; ``monte_carlo`` needs ``value_forks=K`` forked continuations
     per turn. Groups are the prompts with equal labels within the call.
@@ -182,7 +182,7 @@ def make_rollout_func(
 
     A failed episode is a zero-reward sample; but when the first ``AGENTFLOW_FAIL_FAST`` (16)
     episodes all fail the same way before any has run, the call raises ``SystemicFailure``
-    naming the reason (``agentflow_env.rollout.fail_fast``): the setup is wrong."""
+    naming the reason (``agentflow_env.rollout.checks.fail_fast``): the setup is wrong."""
     user_kwargs = dict(env_kwargs or {})
     if credit == "monte_carlo" and value_forks < 1:
         raise ValueError("credit='monte_carlo' needs value_forks >= 1")

@@ -6,11 +6,11 @@ on ``PYTHONPATH``) and select it per dataset row with ``agent_name: agentflow``;
 module also registers it (``@register``). Each row names its task in a ``label`` column (a
 ``TaskSpec`` JSON string, as ``agentflow-env labels --format verl`` writes it), else in the last
 message of its prompt. Env settings come from the ``AGENTFLOW_*`` variables
-(``agentflow_env.rollout.labels.AdapterConfig``); the tokenizer is verl's, the policy's.
+(``agentflow_env.rollout.labels.plans.AdapterConfig``); the tokenizer is verl's, the policy's.
 
 Token-in-token-out: the env renders every prompt with the policy's tokenizer, verl's server
 samples each action from exactly those ids, the ids go back to the env verbatim, and the output
-is the env's own flat sample (``agentflow_env.rollout.token_episode``). verl pads prompts and
+is the env's own flat sample (``agentflow_env.rollout.training.token_episode``). verl pads prompts and
 responses to ``prompt_length`` / ``response_length`` and never shortens them, so each turn is
 capped at the room left; an episode that runs out of room ends there with reward 0.
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from agentflow_env.base.errors import DatasetError
 from agentflow_env.cli.common import UsageError, positive_int
-from agentflow_env.rollout.logprob_check import (
+from agentflow_env.rollout.checks.logprob_check import (
     DEFAULT_THRESHOLD,
     at_temperature,
     check_logprobs,
@@ -29,7 +29,7 @@ def add_check_logprobs_command(commands: Any) -> None:
             "planner's tokens (mask 1). Prints the gap summary as JSON; exit status 1 when the max "
             "gap is above --threshold. Samples file: one JSON object per line with prompt_ids, "
             "completion_ids, mask (1 on planner tokens) and logprobs (one per completion token, "
-            "null where not recorded); see agentflow_env.rollout.logprob_check. Check with the "
+            "null where not recorded); see agentflow_env.rollout.checks.logprob_check. Check with the "
             "weights that sampled them (the starting checkpoint for step-0 samples)."
         ),
     )

@@ -12,7 +12,7 @@ from agentflow_env.envs.config import settings_from_args
 from agentflow_env.envs.registration import ENV_CONFIGS
 from agentflow_env.evaluation.eval_suite import EvalSuite, SuiteChangedError, seed_ranges
 from agentflow_env.evaluation.suites import SUITES, UnknownSuiteError, get_suite
-from agentflow_env.rollout.spec import DEFAULT_ENV_ID, env_kwargs_from_json
+from agentflow_env.rollout.labels.spec import DEFAULT_ENV_ID, env_kwargs_from_json
 
 
 def add_suite_arguments(parser: argparse.ArgumentParser) -> None:

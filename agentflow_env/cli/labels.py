@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from agentflow_env.cli.common import UsageError
-from agentflow_env.rollout.label_files import ROW_NAMES, add_label_commands, write_labels
+from agentflow_env.rollout.labels.label_files import ROW_NAMES, add_label_commands, write_labels
 
 
 def add_labels_command(commands: Any) -> None:

@@ -19,9 +19,9 @@ from agentflow_env.envs.config import add_config_arguments, settings_from_args
 from agentflow_env.envs.registration import ENV_CONFIGS, ENV_ENTRY_POINTS
 from agentflow_env.evaluation.session_planners import SAMPLINGS, PlannerFactory
 from agentflow_env.llm import LLMEndpoint, LLMError, require_aiohttp
-from agentflow_env.rollout.episodes import ObservationPlanner
-from agentflow_env.rollout.llm_planners import HFPlanner, OpenAIPlanner
-from agentflow_env.rollout.planners import ExpertPlanner, RandomPlanner
+from agentflow_env.rollout.agents.episodes import ObservationPlanner
+from agentflow_env.rollout.agents.llm_planners import HFPlanner, OpenAIPlanner
+from agentflow_env.rollout.agents.planners import ExpertPlanner, RandomPlanner
 
 PLANNERS = "expert | random | openai | hf:PATH"
 

@@ -21,7 +21,7 @@ from agentflow_env.cli.planners import (
 from agentflow_env.envs.env import unwrap_agentflow
 from agentflow_env.envs.render import render_turn
 from agentflow_env.llm.client import ContextLengthError
-from agentflow_env.rollout.episodes import EpisodeRecord, run_episode, summarize
+from agentflow_env.rollout.agents.episodes import EpisodeRecord, run_episode, summarize
 from agentflow_env.workflow.outcome import EndReason
 
 

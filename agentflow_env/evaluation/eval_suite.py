@@ -21,7 +21,7 @@ from types import MappingProxyType
 from typing import Any
 
 from agentflow_env.envs.registration import config_class
-from agentflow_env.rollout.spec import TaskSpec, check_env_kwargs, env_kwargs_from_json
+from agentflow_env.rollout.labels.spec import TaskSpec, check_env_kwargs, env_kwargs_from_json
 from agentflow_env.tasks.base import Task
 
 FINGERPRINT_CHARS = 16
@@ -81,7 +81,7 @@ class EvalSuite:
 
     def task_specs(self, limit: int | None = None) -> list[TaskSpec]:
         """One ``TaskSpec`` label per episode (the first ``limit``), naming its env and seed:
-        labels for ``agentflow_env.rollout.driver.run_episodes`` or a trainer's data file."""
+        labels for ``agentflow_env.rollout.training.driver.run_episodes`` or a trainer's data file."""
         return [
             TaskSpec(env_id=self.env_id, env_kwargs=self.settings(), seed=seed)
             for seed in self._seeds(limit)

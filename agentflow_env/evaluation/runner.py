@@ -5,7 +5,7 @@ sessions share the env's tools, modules and LLM clients), each with its own plan
 factory. Episode ``i`` runs the task a ``reset(seed=seed + i)`` would draw (a
 ``reset(seed=seeds[i])`` when ``seeds`` are given, e.g. an evaluation suite's), or, for a dataset
 (a fixed task list), its ``i``-th record. Every turn goes to the trajectory log as it happens.
-Each episode is ``agentflow_env.rollout.episodes.play_episode`` on its session.
+Each episode is ``agentflow_env.rollout.agents.episodes.play_episode`` on its session.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from agentflow_env.envs.env import AgentFlowEnv
 from agentflow_env.evaluation.metrics import summarize_diagnostics
 from agentflow_env.evaluation.session_planners import PlannerFactory
 from agentflow_env.llm.client import ContextLengthError
-from agentflow_env.rollout.episodes import as_planner, play_episode
+from agentflow_env.rollout.agents.episodes import as_planner, play_episode
 from agentflow_env.tasks.base import ListTaskSource, Task
 from agentflow_env.workflow.outcome import EndReason
 from agentflow_env.workflow.turn_log import TurnLog

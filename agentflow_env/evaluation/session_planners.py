@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from agentflow_env.rollout.episodes import Planner
-from agentflow_env.rollout.llm_planners import Sampling
+from agentflow_env.rollout.agents.episodes import Planner
+from agentflow_env.rollout.agents.llm_planners import Sampling
 
 __all__ = ["AGENTFLOW_SAMPLING", "SAMPLINGS", "PlannerFactory", "Sampling"]
 

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 from agentflow_env.evaluation.eval_suite import EvalSuite, seed_range
-from agentflow_env.rollout.spec import TaskSpec
+from agentflow_env.rollout.labels.spec import TaskSpec
 
 SEARCH_ENV = "AgentFlow-Search-v0"
 CODE_ENV = "AgentFlow-Code-v0"

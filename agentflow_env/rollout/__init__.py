@@ -66,10 +66,9 @@ The front door: a trainer adapter (``adapters/``) imports only the names below, 
 
 from __future__ import annotations
 
-from agentflow_env.rollout.background_loop import BackgroundLoop
-from agentflow_env.rollout.driver import EpisodeResult, Generate, default_pool, run_episodes
-from agentflow_env.rollout.fail_fast import FailFast, SystemicFailure, fail_fast_limit
-from agentflow_env.rollout.failures import (
+from agentflow_env.rollout.agents.hf_generation import HFGenerator
+from agentflow_env.rollout.checks.fail_fast import FailFast, SystemicFailure, fail_fast_limit
+from agentflow_env.rollout.checks.failures import (
     EPISODE_LOG_KEYS,
     AdapterError,
     SeamError,
@@ -80,9 +79,29 @@ from agentflow_env.rollout.failures import (
     trajectory_failure,
     warn_failed,
 )
-from agentflow_env.rollout.group_credit import CreditMethod, Normalization
-from agentflow_env.rollout.hf_generation import HFGenerator
-from agentflow_env.rollout.label_files import (
+from agentflow_env.rollout.checks.logprob_check import LogprobSample, dump_samples
+from agentflow_env.rollout.checks.token_check import (
+    MismatchHints,
+    TokenMismatchError,
+    TrainerSequence,
+    describe_mismatch,
+    hf_encoder,
+)
+from agentflow_env.rollout.checks.train_diagnostics import (
+    DiagnosticsLog,
+    group_signal,
+    logprob_gap,
+    permuted,
+)
+from agentflow_env.rollout.checks.trainer_samples import (
+    openrlhf_experience_samples,
+    openrlhf_response_sample,
+    skyrl_group_signal,
+    skyrl_samples,
+    verl_group_signal,
+    verl_samples,
+)
+from agentflow_env.rollout.labels.label_files import (
     ADAPTER_SETTINGS,
     LABEL_FORMATS,
     SKYRL_ENV_CLASS,
@@ -94,7 +113,7 @@ from agentflow_env.rollout.label_files import (
     write_label_rows,
     write_labels,
 )
-from agentflow_env.rollout.labels import (
+from agentflow_env.rollout.labels.plans import (
     ADAPTER_MAX_ACTION_TOKENS,
     SAMPLES_VARIABLE,
     AdapterConfig,
@@ -104,25 +123,25 @@ from agentflow_env.rollout.labels import (
     read_task_spec,
     task_prompt,
 )
-from agentflow_env.rollout.lockstep import MaxAcrossRanks, distributed_max
-from agentflow_env.rollout.logprob_check import LogprobSample, dump_samples
-from agentflow_env.rollout.pool import EnvPool, LazySharedEnvs, SharedEnvs, build_env
-from agentflow_env.rollout.samples import (
+from agentflow_env.rollout.labels.spec import DEFAULT_ENV_ID, TaskSpec, TaskSpecError
+from agentflow_env.rollout.training.background_loop import BackgroundLoop
+from agentflow_env.rollout.training.driver import (
+    EpisodeResult,
+    Generate,
+    default_pool,
+    run_episodes,
+)
+from agentflow_env.rollout.training.group_credit import CreditMethod, Normalization
+from agentflow_env.rollout.training.lockstep import MaxAcrossRanks, distributed_max
+from agentflow_env.rollout.training.pool import EnvPool, LazySharedEnvs, SharedEnvs, build_env
+from agentflow_env.rollout.training.samples import (
     SAMPLE_SHAPES,
     SampleShape,
     TrainerSample,
     turn_sample_advantages,
     turn_samples,
 )
-from agentflow_env.rollout.spec import DEFAULT_ENV_ID, TaskSpec, TaskSpecError
-from agentflow_env.rollout.token_check import (
-    MismatchHints,
-    TokenMismatchError,
-    TrainerSequence,
-    describe_mismatch,
-    hf_encoder,
-)
-from agentflow_env.rollout.token_episode import (
+from agentflow_env.rollout.training.token_episode import (
     ABORTED,
     DONE,
     ERROR,
@@ -132,22 +151,8 @@ from agentflow_env.rollout.token_episode import (
     TokenEpisode,
     run_token_episode,
 )
-from agentflow_env.rollout.train_diagnostics import (
-    DiagnosticsLog,
-    group_signal,
-    logprob_gap,
-    permuted,
-)
-from agentflow_env.rollout.trainer_samples import (
-    openrlhf_experience_samples,
-    openrlhf_response_sample,
-    skyrl_group_signal,
-    skyrl_samples,
-    verl_group_signal,
-    verl_samples,
-)
-from agentflow_env.rollout.turn_credit import group_key, token_advantages
-from agentflow_env.rollout.vllm_outputs import (
+from agentflow_env.rollout.training.turn_credit import group_key, token_advantages
+from agentflow_env.rollout.training.vllm_outputs import (
     action_logprobs,
     capped_params,
     read_request_output,

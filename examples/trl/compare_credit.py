@@ -42,7 +42,7 @@ import torch
 from datasets import Dataset
 
 from agentflow_env.base.tokens import load_default_tokenizer, to_hf_tokenizer
-from agentflow_env.rollout.demonstrations import expert_demonstrations
+from agentflow_env.rollout.agents.demonstrations import expert_demonstrations
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1] / "adapters" / "trl"))

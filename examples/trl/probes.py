@@ -2,7 +2,7 @@
 
 For each probe env (``AgentFlow-Probe-*-v0``, ``agentflow_env.envs.probes``) this builds the tiny
 planner of ``train_tiny_cpu.py`` (a Llama-style model from a config over the bundled 512-token
-BPE), fine-tunes it briefly on the probe's random demonstrator (``agentflow_env.rollout.probes``:
+BPE), fine-tunes it briefly on the probe's random demonstrator (``agentflow_env.rollout.agents.probes``:
 the warm start is at chance), measures greedy success on held-out test-split episodes, trains it
 with TRL's ``GRPOTrainer`` through ``adapters/trl/rollout.py`` (``make_rollout_func(env_id=...)``)
 and measures again on the same episodes. Writes ``OUT/<probe>.json``: start and final success,
@@ -46,7 +46,8 @@ from transformers import TrainerCallback
 from trl import GRPOTrainer
 
 from agentflow_env.base.tokens import load_default_tokenizer, to_hf_tokenizer
-from agentflow_env.rollout.probes import probe_demonstrations, probe_env_id
+from agentflow_env.rollout.agents.probes import probe_demonstrations
+from agentflow_env.rollout.labels.probe_labels import probe_env_id
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1] / "adapters" / "trl"))

@@ -28,7 +28,7 @@ from datasets import Dataset
 from transformers import AutoModelForCausalLM, AutoTokenizer
 from trl import GRPOConfig, GRPOTrainer, SFTConfig, SFTTrainer
 
-from agentflow_env.rollout.demonstrations import expert_demonstrations
+from agentflow_env.rollout.agents.demonstrations import expert_demonstrations
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "adapters" / "trl"))
 from rollout import HFGenerator, env_reward, make_rollout_func, run_episodes, task_prompt  # noqa: E402

@@ -29,7 +29,7 @@ from transformers import LlamaConfig, LlamaForCausalLM, TrainerCallback
 from trl import GRPOConfig, GRPOTrainer, SFTConfig, SFTTrainer
 
 from agentflow_env.base.tokens import load_default_tokenizer, to_hf_tokenizer
-from agentflow_env.rollout.demonstrations import expert_demonstrations
+from agentflow_env.rollout.agents.demonstrations import expert_demonstrations
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "adapters" / "trl"))
 from rollout import HFGenerator, env_reward, make_rollout_func, run_episodes, task_prompt  # noqa: E402

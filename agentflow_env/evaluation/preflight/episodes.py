@@ -1,6 +1,6 @@
 """Driving the pre-flight episodes: every step logged, and the expert's episode recorded.
 
-Each episode is the one episode loop (``agentflow_env.rollout.episodes.play_episode``) stepping
+Each episode is the one episode loop (``agentflow_env.rollout.agents.episodes.play_episode``) stepping
 the env as given (wrappers and all) and reading the unwrapped env's session. The expert planner
 (``ExpertPlanner``) follows the task's gold plan; a task without one gets a fallback action
 naming the env's first tool with the question as context, and the run says so.
@@ -15,8 +15,8 @@ from typing import Any
 import gymnasium as gym
 
 from agentflow_env.envs.env import AgentFlowEnv
-from agentflow_env.rollout.episodes import OnStep, Planner, Stepped, play_episode_sync
-from agentflow_env.rollout.planners import ExpertPlanner
+from agentflow_env.rollout.agents.episodes import OnStep, Planner, Stepped, play_episode_sync
+from agentflow_env.rollout.agents.planners import ExpertPlanner
 from agentflow_env.workflow.actions import format_planner_action
 from agentflow_env.workflow.memory import Event, MemoryEntry, QueryAnalysis
 from agentflow_env.workflow.session import Session

@@ -17,7 +17,7 @@ from agentflow_env.evaluation.preflight.episodes import (
     quote,
 )
 from agentflow_env.evaluation.preflight.report import CheckItem
-from agentflow_env.rollout.episodes import Stepped
+from agentflow_env.rollout.agents.episodes import Stepped
 from agentflow_env.tools.base import Tool, ToolCard, ToolContext, ToolResult
 from agentflow_env.workflow.actions import format_planner_action
 from agentflow_env.workflow.memory import MemoryEntry, VerificationStatus

@@ -6,7 +6,7 @@ item checks that on the records of an expert episode, and that the tokenizer's c
 renders the same conversation (first messages, then each action and feedback) to exactly those
 ids: a template that re-renders earlier turns differently breaks what a trainer that re-renders
 the conversation would train on. A difference is told by its first token and character, and by
-the part of the flat sequence holding it (``segments`` of ``agentflow_env.rollout.token_check``).
+the part of the flat sequence holding it (``segments`` of ``agentflow_env.rollout.checks.token_check``).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from agentflow_env.evaluation.preflight.episodes import (
 )
 from agentflow_env.evaluation.preflight.report import CheckItem
 from agentflow_env.modules import ROLES
-from agentflow_env.rollout.token_check import TrainerSequence, segments
+from agentflow_env.rollout.checks.token_check import TrainerSequence, segments
 from agentflow_env.workflow.prompts import Message, step_feedback
 from agentflow_env.workflow.session import Session
 from agentflow_env.workflow.trajectory import TurnRecord

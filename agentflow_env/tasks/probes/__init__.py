@@ -7,7 +7,7 @@ reward alone (like the probe environments of classic RL debugging).
 - ``copying``: the Search query must be the person's name, copied exactly from the question.
 
 The env variants over them (``AgentFlow-Probe-*-v0``) are ``agentflow_env.envs.probes``; their
-random warm-start demonstrators are ``agentflow_env.rollout.probes``.
+random warm-start demonstrators are ``agentflow_env.rollout.agents.probes``.
 """
 
 from __future__ import annotations

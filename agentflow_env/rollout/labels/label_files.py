@@ -40,9 +40,14 @@ from agentflow_env.envs.config import (
 )
 from agentflow_env.envs.config.presets import with_preset
 from agentflow_env.envs.registration import ENV_CONFIGS
-from agentflow_env.rollout.labels import ADAPTER_KWARGS
-from agentflow_env.rollout.probes import PROBE_ENV_IDS, probe_specs
-from agentflow_env.rollout.spec import DEFAULT_ENV_ID, TaskSpec, dataset_specs, synthetic_specs
+from agentflow_env.rollout.labels.plans import ADAPTER_KWARGS
+from agentflow_env.rollout.labels.probe_labels import PROBE_ENV_IDS, probe_specs
+from agentflow_env.rollout.labels.spec import (
+    DEFAULT_ENV_ID,
+    TaskSpec,
+    dataset_specs,
+    synthetic_specs,
+)
 from agentflow_env.tasks.base import Task
 from agentflow_env.workflow.agentflow_source import SOURCE_ENV_VAR, read_agentflow_source
 

@@ -21,13 +21,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentflow_env.envs.env import AgentFlowEnv
-from agentflow_env.rollout.failures import filler_token_id, trajectory_failure
-from agentflow_env.rollout.labels import EpisodePlan, plan_episode
-from agentflow_env.rollout.lockstep import MaxAcrossRanks, distributed_max
-from agentflow_env.rollout.pool import EnvPool
-from agentflow_env.rollout.samples import SampleShape, TrainerSample, turn_samples
-from agentflow_env.rollout.spec import DEFAULT_ENV_ID, TaskSpecError
-from agentflow_env.rollout.vllm_outputs import (  # the readers' old home: names kept
+from agentflow_env.rollout.checks.failures import filler_token_id, trajectory_failure
+from agentflow_env.rollout.labels.plans import EpisodePlan, plan_episode
+from agentflow_env.rollout.labels.spec import DEFAULT_ENV_ID, TaskSpecError
+from agentflow_env.rollout.training.lockstep import MaxAcrossRanks, distributed_max
+from agentflow_env.rollout.training.pool import EnvPool
+from agentflow_env.rollout.training.samples import SampleShape, TrainerSample, turn_samples
+from agentflow_env.rollout.training.vllm_outputs import (  # the readers' old home: names kept
     action_logprobs,
     capped_params,
     read_request_output,
@@ -191,7 +191,7 @@ def run_episodes(
     ``timing``, if given, gets ``generate_s`` (time inside ``generate``) and ``env_s`` (the rest:
     building, resetting and stepping the envs) added to it.
 
-    ``samples`` (``agentflow_env.rollout.samples``): ``"flat"`` runs flat observations and makes
+    ``samples`` (``agentflow_env.rollout.training.samples``): ``"flat"`` runs flat observations and makes
     each episode one flat sample; ``"turns"`` runs the label's observation mode (structured by
     default) and gives each episode one sample per planner turn (``EpisodeResult.turn_samples``).
     Trajectory ids are the episodes' indexes in ``specs``.

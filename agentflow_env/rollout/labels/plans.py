@@ -1,6 +1,6 @@
 """Trainer labels and adapter settings: which env, with which kwargs, runs which task.
 
-A trainer hands the rollout one label per episode: a ``TaskSpec`` (``agentflow_env.rollout.spec``),
+A trainer hands the rollout one label per episode: a ``TaskSpec`` (``agentflow_env.rollout.labels.spec``),
 its JSON string, the parsed object, or a chat conversation whose last message holds one of
 these (``read_task_spec``). ``plan_episode`` turns a label into an ``EpisodePlan``: the env id,
 the env kwargs (layered beneath the label's own) and a key naming that env, which is how the
@@ -11,7 +11,7 @@ the per-action token cap ``max_action_tokens`` (``AGENTFLOW_MAX_ACTION_TOKENS``;
 
 Every adapter runs envs with the policy's tokenizer, in the observation mode its sample shape
 trains on (``samples``: ``flat`` needs flat observations; ``turns`` takes structured ones, the
-default, or flat; ``agentflow_env.rollout.samples``), so a label or a setting may not change
+default, or flat; ``agentflow_env.rollout.training.samples``), so a label or a setting may not change
 ``tokenizer`` nor pick an observation mode the shape cannot train (``check_adapter_kwargs``).
 """
 
@@ -25,9 +25,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from agentflow_env.rollout.fail_fast import DEFAULT_FAIL_FAST, fail_fast_limit
-from agentflow_env.rollout.samples import SampleShape, check_sample_shape, shape_observation_mode
-from agentflow_env.rollout.spec import DEFAULT_ENV_ID, TaskSpec, TaskSpecError, env_kwargs_from_json
+from agentflow_env.rollout.checks.fail_fast import DEFAULT_FAIL_FAST, fail_fast_limit
+from agentflow_env.rollout.labels.shapes import (
+    SampleShape,
+    check_sample_shape,
+    shape_observation_mode,
+)
+from agentflow_env.rollout.labels.spec import (
+    DEFAULT_ENV_ID,
+    TaskSpec,
+    TaskSpecError,
+    env_kwargs_from_json,
+)
 
 ADAPTER_MAX_ACTION_TOKENS = 1024
 """The per-action token cap an adapter gives every env (its ``max_action_tokens``, where the
@@ -208,9 +217,9 @@ class AdapterConfig:
     max_action_tokens: int = ADAPTER_MAX_ACTION_TOKENS
     fail_fast: int = DEFAULT_FAIL_FAST
     """How many trajectories in a row failing the same way at a process's start stop the run
-    (``agentflow_env.rollout.fail_fast``; 0: never)."""
+    (``agentflow_env.rollout.checks.fail_fast``; 0: never)."""
     samples: SampleShape = "flat"
-    """The sample shape trained (``agentflow_env.rollout.samples``): one flat sample per
+    """The sample shape trained (``agentflow_env.rollout.training.samples``): one flat sample per
     trajectory, or one per planner turn (``AGENTFLOW_SAMPLES``)."""
 
     def __init__(

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from agentflow_env.envs.env import AgentFlowEnv
-from agentflow_env.rollout.episodes import Stepped, play_episode_sync
-from agentflow_env.rollout.planners import ExpertPlanner
+from agentflow_env.rollout.agents.episodes import Stepped, play_episode_sync
+from agentflow_env.rollout.agents.planners import ExpertPlanner
 from agentflow_env.workflow.prompts import step_feedback
 from agentflow_env.workflow.session import Session
 

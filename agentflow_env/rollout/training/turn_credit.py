@@ -1,5 +1,5 @@
 """Turn-level credit for a batch of driver results: group them by task, compute each turn's
-advantage (``agentflow_env.rollout.group_credit``) and spread it over the flat sample's tokens.
+advantage (``agentflow_env.rollout.training.group_credit``) and spread it over the flat sample's tokens.
 
 A trainer that takes per-token advantages (TRL through ``adapters/trl/turn_credit.py``) uses
 these instead of broadcasting one group-normalised reward to every token.
@@ -11,8 +11,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from agentflow_env.rollout.driver import EpisodeResult
-from agentflow_env.rollout.group_credit import (
+from agentflow_env.rollout.training.driver import EpisodeResult
+from agentflow_env.rollout.training.group_credit import (
     CreditMethod,
     TrajectoryCredit,
     flat_token_advantages,

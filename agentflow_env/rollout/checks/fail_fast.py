@@ -18,7 +18,7 @@ import re
 import threading
 from collections.abc import Mapping
 
-from agentflow_env.rollout.failures import AdapterError, trajectory_failure
+from agentflow_env.rollout.checks.failures import AdapterError, trajectory_failure
 
 DEFAULT_FAIL_FAST = 16
 """How many trajectories in a row, failing the same way at a process's start, stop the run."""

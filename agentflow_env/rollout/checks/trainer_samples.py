@@ -25,8 +25,8 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
-from agentflow_env.rollout.logprob_check import LogprobSample
-from agentflow_env.rollout.train_diagnostics import group_signal
+from agentflow_env.rollout.checks.logprob_check import LogprobSample
+from agentflow_env.rollout.checks.train_diagnostics import group_signal
 
 __all__ = [
     "keyed_group_signal",

@@ -12,7 +12,7 @@ the sample so far (up to the last action, so nothing is cut). Nothing an episode
 an env that fails gives a reward-0 sample (``failures``); only ``generate``'s own exceptions (the
 engine, not this trajectory) propagate.
 
-Sample shapes (``agentflow_env.rollout.samples``): ``samples="turns"`` gives one sample per
+Sample shapes (``agentflow_env.rollout.training.samples``): ``samples="turns"`` gives one sample per
 planner turn instead (``TokenEpisode.turn_samples``), each on the exact prompt that turn acted
 on; the budgets then hold per sample: each turn's prompt against ``prompt``, its action against
 ``response`` and the two against ``total``, not a growing sequence.
@@ -31,8 +31,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from agentflow_env.rollout import failures
-from agentflow_env.rollout.samples import SampleShape, TrainerSample, turn_samples
+from agentflow_env.rollout.checks import failures
+from agentflow_env.rollout.training.samples import SampleShape, TrainerSample, turn_samples
 from agentflow_env.workflow.session import Session
 
 _T = TypeVar("_T")

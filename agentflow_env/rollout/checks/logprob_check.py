@@ -37,7 +37,7 @@ from typing import Any
 
 from agentflow_env.base.errors import DatasetError
 from agentflow_env.base.jsonl import jsonl_line, read_jsonl
-from agentflow_env.rollout.train_diagnostics import logprob_gap
+from agentflow_env.rollout.checks.train_diagnostics import logprob_gap
 
 __all__ = [
     "DEFAULT_THRESHOLD",

@@ -102,7 +102,7 @@ def hf_generate(
 
 @dataclass
 class HFGenerator:
-    """A ``Generate`` for the batched driver (``agentflow_env.rollout.driver``): ``hf_generate``
+    """A ``Generate`` for the batched driver (``agentflow_env.rollout.training.driver``): ``hf_generate``
     with fixed sampling settings. ``greedy=True`` is for evaluation.
 
     ``top_k`` ``None`` or 0 means no top-k filter (not the model's default). ``max_batch``

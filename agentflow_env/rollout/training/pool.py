@@ -8,7 +8,7 @@ BM25 indexes behind the envs are cached process-wide by their own modules
 each tokenizer once and gives every env the same ``ChatTokenizer``. Two ways to use it:
 
 - one env per live episode (``envs``, stepped through the Gymnasium API; the batched driver
-  ``agentflow_env.rollout.driver.run_episodes``), discarding an env that raised;
+  ``agentflow_env.rollout.training.driver.run_episodes``), discarding an env that raised;
 - one env per key serving many concurrent ``Session``s (``new_session``; OpenRLHF's agent,
   where every trajectory is an asyncio task).
 
@@ -29,10 +29,10 @@ import gymnasium as gym
 from agentflow_env.base.hf_tokens import resolve_tokenizer
 from agentflow_env.base.tokens import ChatTokenizer
 from agentflow_env.envs.env import AgentFlowEnv
-from agentflow_env.rollout.fail_fast import FailFast
-from agentflow_env.rollout.failures import AdapterError
-from agentflow_env.rollout.labels import SAMPLES_VARIABLE, AdapterConfig, EpisodePlan
-from agentflow_env.rollout.spec import TaskSpec, TaskSpecError
+from agentflow_env.rollout.checks.fail_fast import FailFast
+from agentflow_env.rollout.checks.failures import AdapterError
+from agentflow_env.rollout.labels.plans import SAMPLES_VARIABLE, AdapterConfig, EpisodePlan
+from agentflow_env.rollout.labels.spec import TaskSpec, TaskSpecError
 from agentflow_env.tasks.base import Task
 from agentflow_env.workflow.session import Session
 

@@ -5,9 +5,9 @@ text; it follows the planner protocol (``await next_action(session)``: many sess
 event loop, sharing one client) and keeps the Gymnasium calling style, ``act(observation,
 info)`` (with ``aact``, its coroutine). ``HFPlanner`` generates with a local ``transformers``
 causal LM straight from the observation's token ids and returns the generated ids (with their
-log-probs, as ``agentflow_env.rollout.hf_generation`` defines them), so the env records them
+log-probs, as ``agentflow_env.rollout.agents.hf_generation`` defines them), so the env records them
 verbatim; it acts in the Gymnasium calling style only, which
-``agentflow_env.rollout.episodes.ObservationPlanner`` adapts to the protocol.
+``agentflow_env.rollout.agents.episodes.ObservationPlanner`` adapts to the protocol.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 
 from agentflow_env.base.loop_runner import LoopRunner
 from agentflow_env.llm.client import ChatBackend, LLMEndpoint, as_backend
-from agentflow_env.rollout.hf_generation import hf_generate
+from agentflow_env.rollout.agents.hf_generation import hf_generate
 from agentflow_env.workflow.session import Session
 
 __all__ = [
@@ -157,7 +157,7 @@ class HFPlanner:
     env with the model's tokenizer). ``act`` returns ``{"token_ids": [...], "logprobs": [...]}``
     (or the bare id list with ``return_logprobs=False``); ``env.step`` accepts both and keeps
     the ids verbatim. The log-probs are those of the distribution each token was sampled from
-    (``agentflow_env.rollout.hf_generation``: after temperature, top-k and top-p).
+    (``agentflow_env.rollout.agents.hf_generation``: after temperature, top-k and top-p).
 
     Args:
         path: a local directory or Hugging Face id holding the model (and, ideally, tokenizer).
