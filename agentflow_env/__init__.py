@@ -12,7 +12,7 @@ from agentflow_env.base.tokens import BundledTokenizer, ChatTokenizer, load_defa
 from agentflow_env.envs.config import CodeEnvConfig, EnvConfig, SearchEnvConfig
 from agentflow_env.envs.curriculum import Curriculum
 from agentflow_env.envs.env import AgentFlowEnv
-from agentflow_env.envs.registration import ENV_ENTRY_POINTS, register_envs  # noqa: F401
+from agentflow_env.envs.registration import Variant, register_envs, register_variant
 from agentflow_env.evaluation.eval_suite import EvalSuite
 from agentflow_env.evaluation.metrics import summarize_diagnostics
 from agentflow_env.evaluation.preflight import run_preflight
@@ -29,6 +29,7 @@ from agentflow_env.tasks.base import PlanStep, Task, TaskSource
 from agentflow_env.tools import Tool, ToolCard, ToolContext, ToolResult, register_tool
 from agentflow_env.workflow.memory import Memory, MemoryEntry, QueryAnalysis, VerificationStatus
 from agentflow_env.workflow.outcome import EndReason, EpisodeOutcome
+from agentflow_env.workflow.rewards import register_scorer
 from agentflow_env.workflow.session import Session, SessionConfig
 from agentflow_env.workflow.shaping import progress_potential
 from agentflow_env.workflow.trajectory import Trajectory, TurnRecord
@@ -69,6 +70,7 @@ __all__ = [
     "Trajectory",
     "TurnLog",
     "TurnRecord",
+    "Variant",
     "VerificationStatus",
     "evaluate",
     "flow_grpo_advantages",
@@ -78,6 +80,8 @@ __all__ = [
     "load_default_tokenizer",
     "read_turn_log",
     "register_envs",
+    "register_scorer",
+    "register_variant",
     "register_tool",
     "resolve_tokenizer",
     "run_preflight",

@@ -12,7 +12,12 @@ on:
 - an import cycle through a package's ``__init__`` and its own modules (the ``acyclic_siblings``
   contract sees cycles between the children of a package, not through the package itself);
 - in ``adapters/`` (files, not a package), an ``agentflow_env`` import of anything but the public
-  surfaces ``PUBLIC``: the package itself and ``agentflow_env.rollout``, not their submodules.
+  surfaces ``PUBLIC``: the package itself and ``agentflow_env.rollout``, not their submodules;
+- an ``os.environ`` / ``os.getenv`` read of an ``AGENTFLOW_*`` name outside ``SETTINGS`` (the
+  module that declares every variable, and reads them: ``read_env_var``), in the package or the
+  adapters; and an ``AGENTFLOW_*`` name in a string there (or in ``adapters/`` shell scripts) that
+  ``SETTINGS`` does not declare (a Python name of the package, such as ``AGENTFLOW_TOOLS``, and a
+  prefix of declared names, such as ``AGENTFLOW_LLM_``, are fine).
 
     python scripts/check_layers.py [--root REPOSITORY]
 """
@@ -21,6 +26,8 @@ from __future__ import annotations
 
 import argparse
 import ast
+import importlib.util
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -44,6 +51,11 @@ OPTIONAL = {
 }
 # What the adapters may import from the package (each a module, not a package with descendants).
 PUBLIC = (PACKAGE, f"{PACKAGE}.rollout")
+
+# The module that declares every AGENTFLOW_* environment variable (standard library only: the check
+# loads it by path): ENV_VARS and TEST_VARS, dicts keyed by name.
+SETTINGS = Path(PACKAGE, "base", "settings.py")
+VARIABLE = re.compile(r"AGENTFLOW_[A-Z0-9_]*")
 
 Found = Iterator[tuple[ast.Import | ast.ImportFrom, bool, bool]]
 
@@ -146,6 +158,126 @@ def check_adapters(root: Path) -> list[str]:
     return problems
 
 
+# -- environment variables ---------------------------------------------------------------------
+def _python_files(root: Path) -> list[Path]:
+    return sorted([*(root / PACKAGE).rglob("*.py"), *(root / "adapters").rglob("*.py")])
+
+
+def _variable_name(node: ast.expr | None, constants: dict[str, str]) -> str | None:
+    """The ``AGENTFLOW_*`` name (or name prefix) an expression spells: a string, an f-string or a
+    sum that starts with one, or a module-level constant holding one."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value if node.value.startswith("AGENTFLOW_") else None
+    if isinstance(node, ast.JoinedStr) and node.values:
+        return _variable_name(node.values[0], constants)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        return _variable_name(node.left, constants)
+    if isinstance(node, ast.Name):
+        return constants.get(node.id)
+    return None
+
+
+def _is_environ(node: ast.expr) -> bool:
+    """``os.environ`` (or a mapping named ``environ`` standing in for it)."""
+    return (isinstance(node, ast.Attribute) and node.attr == "environ") or (
+        isinstance(node, ast.Name) and node.id == "environ"
+    )
+
+
+def _environ_reads(tree: ast.Module) -> Iterator[tuple[int, str]]:
+    """Each read of an ``AGENTFLOW_*`` name from the environment: ``os.environ.get(name)``,
+    ``os.environ[name]``, ``name in os.environ``, ``os.getenv(name)``."""
+    constants = {}
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Assign | ast.AnnAssign) and stmt.value is not None:
+            name = _variable_name(stmt.value, {})
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+            for target in targets:
+                if name and isinstance(target, ast.Name):
+                    constants[target.id] = name
+    for node in ast.walk(tree):
+        key: ast.expr | None = None
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args:
+            func = node.func
+            if (func.attr == "get" and _is_environ(func.value)) or func.attr == "getenv":
+                key = node.args[0]
+        elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
+            key = node.slice if _is_environ(node.value) else None
+        elif isinstance(node, ast.Compare) and isinstance(node.ops[0], ast.In | ast.NotIn):
+            key = node.left if _is_environ(node.comparators[0]) else None
+        name = _variable_name(key, constants)
+        if name:
+            yield node.lineno, name
+
+
+def check_environment_reads(root: Path) -> list[str]:
+    """No ``AGENTFLOW_*`` variable is read from the environment but in ``SETTINGS``."""
+    problems = []
+    for path in _python_files(root):
+        where = path.relative_to(root)
+        if where == SETTINGS:
+            continue
+        for line, name in _environ_reads(ast.parse(path.read_bytes(), str(path))):
+            problems.append(
+                f"{where}:{line}: reads {name} from the environment (read it with "
+                f"read_env_var: {SETTINGS})"
+            )
+    return problems
+
+
+def declared_variables(root: Path) -> set[str] | None:
+    """The names ``SETTINGS`` declares (``None``: there is no such module)."""
+    path = root / SETTINGS
+    if not path.is_file():
+        return None
+    spec = importlib.util.spec_from_file_location("_declared_settings", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        del sys.modules[spec.name]
+    return set(module.ENV_VARS) | set(getattr(module, "TEST_VARS", {}))
+
+
+def _python_names(tree: ast.Module) -> set[str]:
+    """The names a module binds (assignments and imports), the ``AGENTFLOW_*`` ones among them."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, ast.alias):
+            names.add(node.asname or node.name.split(".")[-1])
+    return {name for name in names if name.startswith("AGENTFLOW_")}
+
+
+def check_declared_variables(root: Path) -> list[str]:
+    """Every ``AGENTFLOW_*`` name in a string of the package or the adapters (Python or shell) is
+    a declared variable, a prefix of declared ones, or a Python name of the package."""
+    declared = declared_variables(root)
+    if declared is None:
+        return [f"{SETTINGS}: missing (it declares every AGENTFLOW_* environment variable)"]
+    trees = {path: ast.parse(path.read_bytes(), str(path)) for path in _python_files(root)}
+    known = declared.union(*(_python_names(tree) for tree in trees.values()))
+    found: list[tuple[Path, int, str]] = []
+    for path, tree in trees.items():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                found += [(path, node.lineno, name) for name in VARIABLE.findall(node.value)]
+    for path in sorted((root / "adapters").rglob("*.sh")):
+        for line, text in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            found += [(path, line, name) for name in VARIABLE.findall(text)]
+    problems = []
+    for path, line, name in found:
+        prefix = name.endswith("_") and any(d.startswith(name) for d in declared)
+        if name not in known and not prefix:
+            problems.append(
+                f"{path.relative_to(root)}:{line}: {name} is not declared in {SETTINGS}"
+            )
+    return problems
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", type=Path, default=ROOT, help="the repository to check")
@@ -157,6 +289,8 @@ def main(argv: list[str] | None = None) -> int:
         ),
         ("no import cycle through a package's __init__", check_package_cycles),
         (f"adapters/ import only {' and '.join(PUBLIC)}, not submodules", check_adapters),
+        (f"AGENTFLOW_* variables are read only in {SETTINGS}", check_environment_reads),
+        (f"every AGENTFLOW_* name is declared in {SETTINGS}", check_declared_variables),
     ]
     failed = 0
     for name, check in checks:

@@ -1,6 +1,6 @@
 """Fuzz ``env.step`` with hostile actions, for as long as wanted.
 
-It runs the Hypothesis properties of tests/test_properties.py under its "long" profile (random,
+It runs the Hypothesis properties of tests/workflow/test_properties.py under its "long" profile (random,
 thousands of examples each) and prints Hypothesis's statistics.
 
 Actions: random text (any unicode, lone surrogates, control characters, chat-template markers),
@@ -16,7 +16,7 @@ that breaks a property, and prints the smallest one Hypothesis finds.
     python scripts/fuzz_actions.py --examples 20000       # more examples per property
     python scripts/fuzz_actions.py --seed 7 -- -k flat    # a fixed seed; pytest options after --
 
-The CI run of the same properties is ``python -m pytest tests/test_properties.py`` (the "ci"
+The CI run of the same properties is ``python -m pytest tests/workflow/test_properties.py`` (the "ci"
 profile: derandomized, a few hundred examples). Exit status: pytest's (0: every property held).
 """
 

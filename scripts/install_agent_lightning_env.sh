@@ -3,7 +3,7 @@
 # Python >= 3.12 and the test env is Python 3.11, so it cannot go in beside the rest. The venv holds
 # agentlightning (without extras: no torch, no verl; the adapter's test needs its gateway,
 # controller and rollout manager only) and this package, editable. Run by
-# scripts/install_test_env.sh; tests/test_agent_lightning_adapter.py runs its scenario with this
+# scripts/install_test_env.sh; tests/adapters/test_agent_lightning.py runs its scenario with this
 # venv's python.
 #
 #   AGL_VENV    where the venv goes (default .venv-agl, gitignored)

@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Headless Chromium for the trajectory viewer's browser tests (tests/test_viewer.py); run as root
+# Headless Chromium for the trajectory viewer's browser tests (tests/evaluation/test_viewer.py); run as root
 # on CI's fresh Debian machine. matplotlib, which the plots are drawn with, is the eval extra.
 if [ ! -x /usr/bin/chromium ]; then
     APT="apt-get"

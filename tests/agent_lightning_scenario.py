@@ -1,4 +1,4 @@
-"""Agent Lightning's own rollout path on CPU, for ``tests/test_agent_lightning_adapter.py``.
+"""Agent Lightning's own rollout path on CPU, for ``tests/adapters/test_agent_lightning.py``.
 
 Run with the Agent Lightning venv's python (``scripts/install_agent_lightning_env.sh``): Python
 >= 3.12, agentlightning 1.0.2. On 127.0.0.1 it starts

@@ -14,6 +14,11 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).parent))
+# Test modules share cases and fixtures by module name (``from test_trl import tiny_model``)
+# across the layer folders, whichever folder pytest collects first.
+for _folder in sorted(Path(__file__).parent.iterdir()):
+    if _folder.is_dir() and any(_folder.glob("test_*.py")):
+        sys.path.append(str(_folder))
 from vllm_server import VLLMServer, start_vllm_server, stop_vllm_server  # noqa: E402
 
 
@@ -101,3 +106,19 @@ def vllm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VLLMServer
         yield server
     finally:
         stop_vllm_server(process)
+
+
+_FOLDER_MARKS = {"adapters": pytest.mark.trainer}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark by folder: ``tests/adapters/`` runs the trainers (``trainer``); the files at the top
+    of ``tests/`` cross every layer (``e2e``). ``pytest tests/workflow`` stays a quick loop, and
+    ``pytest -m "not slow and not trainer and not vllm"`` a quick pass over everything."""
+    here = Path(__file__).resolve().parent
+    for item in items:
+        relative = item.path.resolve().relative_to(here)
+        if len(relative.parts) == 1:
+            item.add_marker(pytest.mark.e2e)
+        elif relative.parts[0] in _FOLDER_MARKS:
+            item.add_marker(_FOLDER_MARKS[relative.parts[0]])

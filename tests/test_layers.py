@@ -112,6 +112,15 @@ PACKAGE = {
     "agentflow_env/cli/__main__.py": "from agentflow_env.cli import main\n\nmain()\n",
     "agentflow_env/rollout/__init__.py": "from agentflow_env.rollout.driver import run\n",
     "agentflow_env/rollout/driver.py": "def run() -> None:\n    pass\n",
+    "agentflow_env/base/settings.py": """
+        import os
+
+        ENV_VARS = {"AGENTFLOW_KNOWN": "a declared variable", "AGENTFLOW_LLM_MODEL": "one more"}
+
+
+        def read_env_var(name: str) -> str | None:
+            return os.environ.get(name) or os.environ.get("AGENTFLOW_KNOWN")
+    """,
 }
 
 
@@ -133,7 +142,7 @@ def test_a_clean_repository_passes(tmp_path: Path) -> None:
     )
     result = check(tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert result.stdout.count(": OK") == 3
+    assert result.stdout.count(": OK") == 5
 
 
 def test_each_rule_names_what_breaks_it(tmp_path: Path) -> None:
@@ -197,3 +206,63 @@ def test_the_package_keeps_the_rules_import_linter_cannot_check() -> None:
     spec.loader.exec_module(script)
     assert script.check_package(ROOT) == []
     assert script.check_package_cycles(ROOT) == []
+    assert script.check_environment_reads(ROOT) == []
+    assert script.check_declared_variables(ROOT) == []
+
+
+def test_environment_variables_are_read_in_one_module_and_declared_there(tmp_path: Path) -> None:
+    write(tmp_path, PACKAGE)
+    write(
+        tmp_path,
+        {
+            "agentflow_env/core/impl.py": """
+                import os
+                from collections.abc import Mapping
+
+                NAME = "AGENTFLOW_KNOWN"
+                AGENTFLOW_CONSTANT = ("a Python name, not a variable",)
+                os.environ["AGENTFLOW_KNOWN"] = "1"  # setting one for a child process is fine
+                child = {"AGENTFLOW_KNOWN": "1", **os.environ}
+
+
+                def read(environ: Mapping[str, str], role: str) -> object:
+                    return (
+                        os.environ.get("AGENTFLOW_KNOWN"),
+                        os.getenv(NAME),
+                        environ[f"AGENTFLOW_{role}_MODEL"],
+                        "AGENTFLOW_KNOWN" in os.environ,
+                        os.environ.get("HOME"),
+                        "AGENTFLOW_CONSTANT, AGENTFLOW_LLM_* and AGENTFLOW_KNOWN are fine",
+                        "AGENTFLOW_UNKNOWN is not",
+                    )
+            """,
+            "adapters/trainer/glue.py": """
+                import os
+
+                limit = int(os.environ.get("AGENTFLOW_KNOWN", "0"))
+            """,
+            "adapters/trainer/train.sh": 'export AGENTFLOW_KNOWN=1\necho "$AGENTFLOW_OTHER"\n',
+        },
+    )
+    result = check(tmp_path)
+    assert result.returncode == 1
+    problems = [line.strip() for line in result.stdout.splitlines() if line.startswith("  ")]
+    settings = "agentflow_env/base/settings.py"
+    assert problems == [
+        f"{where}: reads {name} from the environment (read it with read_env_var: {settings})"
+        for where, name in (
+            ("adapters/trainer/glue.py:4", "AGENTFLOW_KNOWN"),
+            ("agentflow_env/core/impl.py:13", "AGENTFLOW_KNOWN"),
+            ("agentflow_env/core/impl.py:14", "AGENTFLOW_KNOWN"),  # a constant holding the name
+            ("agentflow_env/core/impl.py:15", "AGENTFLOW_"),  # a name built from a prefix
+            ("agentflow_env/core/impl.py:16", "AGENTFLOW_KNOWN"),
+        )
+    ] + [
+        f"agentflow_env/core/impl.py:19: AGENTFLOW_UNKNOWN is not declared in {settings}",
+        f"adapters/trainer/train.sh:2: AGENTFLOW_OTHER is not declared in {settings}",
+    ]
+    (tmp_path / settings).unlink()
+    result = check(tmp_path)
+    assert f"{settings}: missing (it declares every AGENTFLOW_* environment variable)" in (
+        result.stdout
+    )

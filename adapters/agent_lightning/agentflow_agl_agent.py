@@ -37,6 +37,7 @@ from agentflow_env.rollout import (
     TokenEpisode,
     dump_samples,
     filler_token_id,
+    read_env_var,
     run_token_episode,
 )
 
@@ -62,12 +63,11 @@ class AgentFlowAgent:
     async def run(self) -> None:
         environ = {"AGENTFLOW_SAMPLES": "turns", **os.environ}
         shared = SharedEnvs(AdapterConfig.from_environ(environ))
-        label = environ.get(LABEL_VARIABLE)
+        label = read_env_var(LABEL_VARIABLE, environ)
         if not label:
             raise AdapterError(f"{LABEL_VARIABLE} is unset: map it from the row (env_map)")
-        prompt_cap = environ.get(PROMPT_VARIABLE, "").strip()
         budget = TokenBudget(
-            prompt=int(prompt_cap) if prompt_cap else None, turn=shared.config.max_action_tokens
+            prompt=read_env_var(PROMPT_VARIABLE, environ), turn=shared.config.max_action_tokens
         )
         key = environ.get("AGL_KEY", "")
         headers = {"Authorization": f"Bearer {key}"} if key else {}

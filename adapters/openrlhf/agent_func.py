@@ -2,11 +2,10 @@
 
 Use with ``--train.agent_func_path adapters/openrlhf/agent_func.py`` (OpenRLHF 0.11.x), which
 loads this file by path in every vLLM Ray actor and builds ``AgentExecutor()`` with no arguments:
-settings come from the ``AGENTFLOW_*`` environment variables (``agentflow_env.rollout.labels.plans``;
-table in ``adapters/openrlhf/README.md``), each ``label`` is a ``TaskSpec`` JSON string
-(``agentflow_env.rollout.labels.spec``). This file is the OpenRLHF glue only: the sampled ids reach the
-env verbatim, OpenRLHF's prompt ids are checked against the env's every turn
-(``rollout.checks.token_check``), a failing trajectory is a reward-0 sample (``rollout.checks.failures``).
+settings come from the ``AGENTFLOW_*`` environment variables (``adapters/openrlhf/README.md``),
+each ``label`` is a ``TaskSpec`` JSON string. This file is the OpenRLHF glue only: the sampled ids
+reach the env verbatim, OpenRLHF's prompt ids are checked against the env's every turn
+(``CheckedEngine``), a failing trajectory is a reward-0 sample.
 """
 
 # OpenRLHF executes this file without registering it in ``sys.modules``: no dataclasses here (they
@@ -24,21 +23,18 @@ from openrlhf.utils.agent import AgentInstanceBase, MultiTurnAgentExecutor
 from agentflow_env.rollout import (
     EPISODE_LOG_KEYS,
     AdapterError,
+    CheckedEngine,
     LazySharedEnvs,
     MismatchHints,
     SeamError,
     SeamLatch,
     Session,
-    TokenMismatchError,
     TrainerSequence,
-    capped_params,
     dump_samples,
     episode_logs,
     filler_token_id,
     hf_encoder,
     openrlhf_response_sample,
-    read_request_output,
-    trajectory_failure,
     warn_failed,
 )
 from agentflow_env.rollout import describe_mismatch as describe_token_mismatch
@@ -64,41 +60,18 @@ def _hints(tokenizer_name: str) -> MismatchHints:
 
 def describe_mismatch(theirs: Any, ours: Any, rollout: Any, hf_tokenizer: Any, name: str) -> str:
     """Where OpenRLHF's prompt ids and the env's part, and why (``rollout.checks.token_check``)."""
-    encode = hf_encoder(hf_tokenizer)
-    return describe_token_mismatch(theirs, ours, rollout, encode, _hints(name))
+    return describe_token_mismatch(theirs, ours, rollout, hf_encoder(hf_tokenizer), _hints(name))
 
 
 Rollout = TrainerSequence  # one trajectory's sequence as OpenRLHF builds it
 
 
-class TurnEngine:
-    """OpenRLHF's rollout engine for one trajectory: ``generate`` caps each turn at the env's
-    ``max_action_tokens``, checks the prompt ids against the env's and keeps the sampled ids in
-    ``rollout``, OpenRLHF's sequence so far (so a failed trajectory can still be returned)."""
+class TurnEngine(CheckedEngine):
+    """OpenRLHF's vLLM engine for one trajectory, checked every turn (``CheckedEngine``)."""
 
     def __init__(self, engine: Any, hf_tokenizer: Any, cap: int, hints: MismatchHints) -> None:
-        self.engine, self.hf_tokenizer, self.cap, self.hints = engine, hf_tokenizer, cap, hints
-        self.encode = hf_encoder(hf_tokenizer)
-        self.rollout = Rollout()
-        self.error: BaseException | None = None  # the engine's own failure
-
-    async def generate(
-        self, prompt_token_ids: Any, sampling_params: Any, multi_modal_data: Any = None
-    ) -> Any:
-        cap = self.rollout.start_turn(prompt_token_ids, self.encode, self.hints, self.cap)
-        params = capped_params(sampling_params, cap)
-        try:
-            output = await self.engine.generate(
-                prompt_token_ids, params, multi_modal_data=multi_modal_data
-            )
-        except Exception as exc:
-            self.error = exc  # not this trajectory's failure: it propagates
-            raise
-        try:
-            self.rollout.end_turn(*read_request_output(output))
-        except ValueError as exc:
-            raise _SEAM.error(str(exc)) from exc
-        return output
+        super().__init__(engine, hf_encoder(hf_tokenizer), cap, hints, _SEAM)
+        self.hf_tokenizer = hf_tokenizer
 
     def failure(
         self, exc: BaseException, prompt: str, label: str, params: Any, images: Any
@@ -106,10 +79,8 @@ class TurnEngine:
         """The reward-0 sample after ``exc`` as OpenRLHF's executor shapes one: tokens, action
         ranges and log-probs so far (none sampled: the prompt, no gradient)."""
         warn_failed(logger, exc, len(self.rollout.ranges), label)
-        fallback = self.encode(prompt or "") or []
-        filler = filler_token_id(self.hf_tokenizer)
-        # OpenRLHF needs at least one position after the first token.
-        tokens, ranges, logprobs = self.rollout.failure_sample(fallback, filler, min_length=2)
+        filler = filler_token_id(self.hf_tokenizer)  # OpenRLHF needs a position after the first
+        tokens, ranges, logprobs = self.failure_sample(prompt, filler, min_length=2)
         return {
             "prompt": prompt,
             "label": label,
@@ -123,9 +94,6 @@ class TurnEngine:
             "truncated": self.rollout.finish_reason == "length",
             "extra_logs": episode_logs(self.rollout.session, error=True),
         }
-
-    def __getattr__(self, name: str) -> Any:  # the rest of OpenRLHF's engine
-        return getattr(self.engine, name)
 
 
 _ROLLOUT: contextvars.ContextVar[Rollout | None] = contextvars.ContextVar("agentflow_rollout")
@@ -147,9 +115,8 @@ class AgentInstance(AgentInstanceBase):
         return {"observation": observation.text}
 
     async def step(self, states: dict, **kwargs: Any) -> dict:
-        """One planner turn; the reward is terminal (0 before the end). OpenRLHF takes one scalar
-        per sample, so shaping rewards (``reward_shaping``) and per-turn advantages do not reach
-        it: the terminal reward (the outcome's) is what it gets, shaped or not."""
+        """One planner turn; the reward is terminal (0 before the end): OpenRLHF takes one scalar
+        per sample, so shaping rewards and per-turn advantages do not reach it."""
         if self.session is None:
             raise RuntimeError("step() before reset()")
         action, logprobs = self._action(states)
@@ -171,9 +138,8 @@ class AgentInstance(AgentInstanceBase):
         action = self.rollout.take_action()
         if action is None:
             raise _SEAM.error(
-                "OpenRLHF called AgentInstance.step without sampling through the engine given to "
-                "its executor (TurnEngine.generate): this openrlhf does not fit agent_func.py "
-                "(checked against 0.11.2)"
+                "OpenRLHF called AgentInstance.step without sampling through the engine given "
+                "its executor (TurnEngine.generate): this openrlhf does not fit (checked: 0.11.2)"
             )
         return action
 
@@ -218,36 +184,16 @@ class AgentExecutor(MultiTurnAgentExecutor):
         except Exception as exc:
             if exc is engine.error:
                 raise
-            failed = engine.failure(exc, prompt, label, sampling_params, images)
-            self.shared.fail_fast.record(trajectory_failure(rollout.session, exc))
-            return dumped(failed, sampling_params)
+            result = engine.failure(exc, prompt, label, sampling_params, images)
+            self.shared.judge(rollout.session, exc)
+        else:
+            self.shared.judge(rollout.session)  # a setup failing every trajectory: SystemicFailure
         finally:
             _ROLLOUT.reset(token)
-        # A setup that fails every trajectory stops the run here (SystemicFailure).
-        self.shared.fail_fast.record(trajectory_failure(rollout.session))
-        return dumped(result, sampling_params)
+        if result.get("rollout_log_probs") is not None:  # AGENTFLOW_DUMP_SAMPLES: check-logprobs
+            temperature = getattr(sampling_params, "temperature", None)
+            dump_samples(lambda: [openrlhf_response_sample(result, temperature)], logger)
+        return result
 
 
-def dumped(result: dict, sampling_params: Any) -> dict:
-    """``result``, appended first to ``AGENTFLOW_DUMP_SAMPLES`` (when set) for
-    ``agentflow-env check-logprobs`` if it holds rollout log-probs (``rollout.checks.logprob_check``)."""
-    if result.get("rollout_log_probs") is not None:
-        temperature = getattr(sampling_params, "temperature", None)
-        read = openrlhf_response_sample
-        dump_samples(lambda: [read(result, temperature)], logger)
-    return result
-
-
-__all__ = [
-    "LOG_KEYS",
-    "AdapterError",
-    "AgentExecutor",
-    "AgentInstance",
-    "Rollout",
-    "SeamError",
-    "TokenMismatchError",
-    "TurnEngine",
-    "describe_mismatch",
-    "dumped",
-    "shared_envs",
-]
+__all__ = ["LOG_KEYS", "AgentExecutor", "AgentInstance", "SeamError", "describe_mismatch"]

@@ -7,7 +7,7 @@ question, for logs only (the env renders the planner prompt itself). Train with
 
 The options, the rows and the errors are ``agentflow-env labels``' (``agentflow_env.rollout.
 label_files``); the env options are generated from the env configs, and ``--format`` writes the
-other trainers' rows too::
+trainers' rows too (each registered by ``adapters/<trainer>/<trainer>_row_format.py``)::
 
   agentflow-env labels synthetic --out data/train.jsonl --split train --hops 1,2 --count 2000 \\
       --fresh-world
@@ -19,13 +19,17 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
+from pathlib import Path
 
 from agentflow_env.rollout import (
     ADAPTER_SETTINGS,
     add_label_commands,
+    load_row_formats,
     write_label_rows,
     write_labels,
 )
+
+load_row_formats(Path(__file__).resolve().parents[1])  # the adapters' formats, for --format
 
 write_jsonl = write_label_rows
 """``write_jsonl(rows, out, datasource)``: the OpenRLHF rows of ``(spec, task)`` pairs."""

@@ -34,20 +34,17 @@ from typing import Any
 import skyrl_gym
 from agentflow_sessions import new_session
 from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput
+from skyrl_row_format import ENV_CLASS
 
 from agentflow_env.rollout import (
-    SKYRL_ENV_CLASS,
     BackgroundLoop,
     LazySharedEnvs,
     Session,
     episode_logs,
     failure_reason,
-    trajectory_failure,
     warn_failed,
 )
 
-ENV_CLASS = SKYRL_ENV_CLASS
-"""The ``env_class`` of the dataset rows this env runs."""
 logger = logging.getLogger("agentflow_env.adapters.skyrl")
 shared_envs = LazySharedEnvs()  # this process's envs and settings, read on first use
 sessions = BackgroundLoop("agentflow-skyrl-sessions")
@@ -113,7 +110,7 @@ class AgentFlowTextEnv(BaseTextEnv):
         """Record the trajectory with the fail-fast guard, once (``SystemicFailure`` propagates)."""
         if not self.recorded:
             self.recorded = True
-            shared_envs().fail_fast.record(trajectory_failure(self.session, self.error))
+            shared_envs().judge(self.session, self.error)
 
     def close(self) -> None:
         """SkyRL ends every trajectory here, also one it cut short (its input length)."""

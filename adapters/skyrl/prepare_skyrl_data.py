@@ -16,10 +16,13 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
+from pathlib import Path
 
-from agentflow_env.rollout import SKYRL_ENV_CLASS, convert_label_file, skyrl_row
+from agentflow_env.rollout import convert_label_file, load_row_file
 
-ENV_CLASS = SKYRL_ENV_CLASS
+_ROWS = load_row_file(Path(__file__).with_name("skyrl_row_format.py"))  # registers --format skyrl
+ENV_CLASS = _ROWS.ENV_CLASS
+skyrl_row = _ROWS.skyrl_row
 
 
 def main(argv: Sequence[str] | None = None) -> int:

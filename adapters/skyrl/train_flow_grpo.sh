@@ -25,10 +25,7 @@ SAVE_DIR="${SAVE_DIR:-$REPO/checkpoints/flow-grpo-planner-skyrl}"
 # A trajectory (prompt + every action and feedback) may grow to MAX_INPUT_LENGTH tokens before
 # its last action; one action is at most MAX_ACTION_TOKENS. Out of room: reward 0.
 MAX_INPUT_LENGTH="${MAX_INPUT_LENGTH:-12288}"
-if [ -n "${TURN_TOKENS:-}" ]; then
-  echo "TURN_TOKENS is deprecated: set MAX_ACTION_TOKENS (the same setting)" >&2
-fi
-MAX_ACTION_TOKENS="${MAX_ACTION_TOKENS:-${TURN_TOKENS:-1024}}"
+MAX_ACTION_TOKENS="${MAX_ACTION_TOKENS:-1024}"
 
 # 1. Prompts: AgentFlow labels as SkyRL rows (`agentflow-env labels --format skyrl`).
 write_labels
@@ -39,7 +36,6 @@ write_labels
 # env (TEXT_ENV=1) gets no tokenizer from SkyRL and renders with this one.
 export AGENTFLOW_TOKENIZER="$POLICY_MODEL"
 export AGENTFLOW_MAX_ACTION_TOKENS="$MAX_ACTION_TOKENS"  # the env's max_action_tokens
-unset AGENTFLOW_MAX_TURN_TOKENS  # its old name: this script's value wins, as it always did
 
 # 3. The frozen-module endpoint and the retriever server, when FROZEN_MODEL / CORPUS are set.
 start_services

@@ -1,23 +1,17 @@
 """``AgentFlowGRPOTrainer``: TRL's ``GRPOTrainer`` that answers "is the gradient right?" every step.
 
-Over ``TurnSamplesGRPOTrainer`` (per-token advantages when the rollout gives them; one row per
-planner turn for a ``samples="turns"`` rollout, where every figure below is over turn rows) it
-adds:
-
-- the log-prob agreement on planner tokens: the sampler's recorded log-probs against this
-  trainer's own forward pass at the same weights, before the update (``diag/logprob_gap_max``,
-  ``_mean``, and where the worst gap sits); entropy on planner tokens; KL to the starting policy
-  (the k3 estimator against a frozen copy of the model as it was when training began);
-- the signal in the batch: groups with equal rewards, all-zero groups, mean |advantage|;
-- wall time split into generation, env and update;
-- a held-out probe every ``held_out_every`` steps: greedy pass@1, sampled pass@1 and pass@k on
-  a small frozen set of episodes;
-- ``null_control=True``: the advantages permuted across each batch before the loss sees them,
-  the control a gain is measured against.
-
-Figures go to TRL's metrics (``diag/*``, ``time/*``, ``held_out/*``, averaged per logging step
-like TRL's own) and, one line per step, to ``diagnostics_path`` (JSONL). Definitions:
-``agentflow_env.rollout.checks.train_diagnostics``; how to read them: ``docs/training-diagnostics.md``.
+Over ``TurnSamplesGRPOTrainer`` (one row per planner turn for a ``samples="turns"`` rollout,
+where every figure is over turn rows) it adds, through ``agentflow_env.rollout``'s trainer-neutral
+diagnostics (``planner_token_figures``, ``group_signal``, ``StepFigures``; how to read them:
+``docs/training-diagnostics.md``): the log-prob agreement on planner tokens (the sampler's
+recorded log-probs against this trainer's forward pass at the same weights, before the update,
+and where the worst gap sits), entropy and the k3 KL to a frozen copy of the starting model; the
+signal in the batch (equal-reward and all-zero groups, mean |advantage|); wall time split into
+generation, env and update; a held-out probe every ``held_out_every`` steps (greedy pass@1,
+sampled pass@1, pass@k); and with ``null_control=True`` the advantages permuted across each
+batch, the control a gain is measured against. Figures go to TRL's metrics (``diag/*``,
+``time/*``, ``held_out/*``, averaged per logging step like TRL's own) and, one line per step, to
+``diagnostics_path`` (JSONL).
 
     sys.path.insert(0, "adapters/trl")
     from diagnostics import AgentFlowGRPOTrainer
@@ -35,11 +29,17 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
-from rollout import HFGenerator, run_episodes
+from rollout import HFGenerator, logger
 from transformers import TrainerCallback
 from turn_samples import TurnSamplesGRPOTrainer
 
-from agentflow_env.rollout import DiagnosticsLog, group_signal, logprob_gap, permuted
+from agentflow_env.rollout import (
+    StepFigures,
+    group_signal,
+    held_out_pass_rates,
+    permuted,
+    planner_token_figures,
+)
 
 
 class AgentFlowGRPOTrainer(TurnSamplesGRPOTrainer):
@@ -77,28 +77,22 @@ class AgentFlowGRPOTrainer(TurnSamplesGRPOTrainer):
         super().__init__(*args, **kwargs)
         self.null_control = null_control
         self._null_rng = random.Random(null_seed)
-        self._log = DiagnosticsLog(diagnostics_path) if diagnostics_path else None
+        self._figures = StepFigures(diagnostics_path)
         self._start_model: Any = None
         if kl_to_start:
             self._start_model = copy.deepcopy(self.model)
             self._start_model.eval().requires_grad_(False)
-        self.held_out_specs = list(held_out_specs)
-        self.held_out_every = held_out_every
-        self.held_out_k = held_out_k
-        self.max_action_tokens = max_action_tokens
-        self._pending: dict[str, Any] = {}
+        self.held_out_specs, self.held_out_every = list(held_out_specs), held_out_every
+        self.held_out_k, self.max_action_tokens = held_out_k, max_action_tokens
         self.rollout_timing: dict[str, float] = {}  # filled by make_rollout_func's rollout
         self._rewards: list[float] | None = None
-        self.diagnostics_every = max(1, diagnostics_every)
-        self._batches = 0
+        self.diagnostics_every, self._batches = max(1, diagnostics_every), 0
         inner: Any = self.rollout_func
 
         def timed(prompts: list[Any], trainer: Any) -> dict[str, list]:
             start = time.time()
             output = inner(prompts, trainer)
-            self._pending["time/rollout_s"] = time.time() - start
-            for name, seconds in self.rollout_timing.items():
-                self._pending[f"time/{name}"] = seconds
+            self._figures.rollout(time.time() - start, self.rollout_timing)
             self.rollout_timing = {}
             self._rewards = [float(r) for r in output.get("env_reward", [])]
             return output
@@ -106,18 +100,18 @@ class AgentFlowGRPOTrainer(TurnSamplesGRPOTrainer):
         self.rollout_func = timed
         self.add_callback(_StepEnd(self))
 
-    # -- generation: advantages, diagnostics ------------------------------------------------
     def _generate_and_score_completions(self, inputs: Any) -> dict[str, Any]:
         start = time.time()
         output = super()._generate_and_score_completions(inputs)
         if self.null_control:
             output["advantages"] = self._permute(output["advantages"])
         if getattr(self.model, "training", False):
-            self._pending.update(self._signal(output))
+            pending = self._figures.pending
+            pending.update(self._signal(output))
             if self._batches % self.diagnostics_every == 0:
-                self._pending.update(self._forward_diagnostics(output))
+                pending.update(self._forward_diagnostics(output))
             self._batches += 1
-            self._pending["time/generate_and_score_s"] = time.time() - start
+            pending["time/generate_and_score_s"] = time.time() - start
         return output
 
     def _permute(self, advantages: torch.Tensor) -> torch.Tensor:
@@ -151,71 +145,37 @@ class AgentFlowGRPOTrainer(TurnSamplesGRPOTrainer):
                 start_logps, _, _ = self._get_per_token_logps_and_entropies(
                     self._start_model, ids, attention, width, batch_size=chunk
                 )
-        planner = mask.bool()
-        tokens = max(1, int(planner.sum()))
-        record: dict[str, Any] = {
-            "diag/planner_tokens": int(planner.sum()),
-            "diag/entropy": float(entropy[planner].sum()) / tokens,
-            "diag/answer_tokens": int(planner.sum()) / max(1, mask.size(0)),
-        }
-        if start_logps is not None:
-            delta = (start_logps - logps)[planner]
-            record["diag/kl_to_start"] = float((delta.exp() - delta - 1).sum()) / tokens
         sampling = output.get("sampling_per_token_logps")
-        if sampling is not None:
-            gap = logprob_gap(sampling.tolist(), logps.tolist(), mask.int().tolist())
-            record.update(
-                {
-                    "diag/logprob_gap_max": gap["max"],
-                    "diag/logprob_gap_mean": gap["mean"],
-                    "diag/logprob_gap_worst": gap["worst"],
-                    "diag/logprob_gap_where": gap["where"],
-                }
-            )
-        return record
+        return planner_token_figures(mask, entropy, logps, start_logps, sampling)
 
-    # -- the step: update time, held-out probe, logging -------------------------------------
     def training_step(self, model: Any, inputs: Any, num_items_in_batch: Any = None) -> Any:
         start = time.time()
         loss = super().training_step(model, inputs, num_items_in_batch)
-        elapsed = time.time() - start
-        generation = self._pending.pop("time/generate_and_score_s", None)
-        if generation is not None:
-            rollout = self._pending.get("time/rollout_s", 0.0)
-            self._pending["time/scoring_and_diagnostics_s"] = generation - rollout
-            elapsed -= generation
-        self._pending["time/update_s"] = self._pending.get("time/update_s", 0.0) + elapsed
+        self._figures.update(time.time() - start)
         return loss
 
     def _end_step(self, step: int) -> None:
         """After each optimizer step: the step's figures to TRL's metrics and the JSONL; the
         held-out probe when it is due."""
-        pending, self._pending = self._pending, {}
-        for name, value in pending.items():
-            if isinstance(value, int | float) and not isinstance(value, bool):
-                self._metrics["train"][name].append(float(value))
-        if self._log is not None:
-            self._log.write({"step": step, **pending})
+        for name, value in self._figures.end(step).items():
+            self._metrics["train"][name].append(value)
         if self.held_out_every > 0 and step % self.held_out_every == 0:
             self._record_held_out(step)
 
     def _record_held_out(self, step: int) -> None:
+        """Greedy pass@1, sampled pass@1 and pass@k at the training temperature on the held-out
+        specs, in the observation mode of the trained shape (``held_out_pass_rates``)."""
         if not self.held_out_specs:
             return
-        result = held_out_probe(
-            self.accelerator.unwrap_model(self.model),
-            self.processing_class,
-            self.held_out_specs,
-            temperature=float(self.temperature),
-            k=self.held_out_k,
-            max_action_tokens=self.max_action_tokens,
-            samples=self.samples,
-        )
-        if self._log is not None:
-            self._log.write({"step": step, **{f"held_out/{k}": v for k, v in result.items()}})
-        self.state.log_history.append(
-            {"step": step, **{f"held_out/{k}": v for k, v in result.items()}}
-        )
+        tokenizer: Any = self.processing_class
+        model = self.accelerator.unwrap_model(self.model)
+        pad, eos = tokenizer.pad_token_id, [tokenizer.eos_token_id]
+        greedy = HFGenerator(model, pad, eos, greedy=True)
+        sampler = HFGenerator(model, pad, eos, temperature=float(self.temperature))
+        options = {"max_action_tokens": self.max_action_tokens, "samples": self.samples}
+        specs, k = self.held_out_specs, self.held_out_k
+        result = held_out_pass_rates(specs, greedy, sampler, tokenizer, k=k, log=logger, **options)
+        self.state.log_history.append(self._figures.held_out(step, result))
 
 
 class _StepEnd(TrainerCallback):
@@ -231,33 +191,3 @@ class _StepEnd(TrainerCallback):
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self.trainer._end_step(state.global_step)
-
-
-def held_out_probe(
-    model: Any,
-    tokenizer: Any,
-    specs: Sequence[Any],
-    *,
-    temperature: float,
-    k: int,
-    max_action_tokens: int,
-    samples: str = "flat",
-) -> dict[str, float]:
-    """Greedy pass@1, sampled pass@1 and pass@k at ``temperature`` on ``specs``, in the
-    observation mode of the trained sample shape ``samples``."""
-    eos = [tokenizer.eos_token_id]
-    greedy = HFGenerator(model, tokenizer.pad_token_id, eos, greedy=True)
-    sampler = HFGenerator(model, tokenizer.pad_token_id, eos, temperature=temperature)
-    options = {"max_action_tokens": max_action_tokens, "samples": samples}
-    first = run_episodes(list(specs), greedy, tokenizer, **options)
-    repeated = [spec for spec in specs for _ in range(k)]
-    sampled = run_episodes(repeated, sampler, tokenizer, **options)
-    wins = [[r.success for r in sampled[i * k : (i + 1) * k]] for i in range(len(specs))]
-    n = max(1, len(specs))
-    return {
-        "episodes": len(specs),
-        "greedy_pass_at_1": sum(r.success for r in first) / n,
-        "sampled_pass_at_1": sum(sum(w) / k for w in wins) / n,
-        f"pass_at_{k}": sum(any(w) for w in wins) / n,
-        "invalid_actions": sum(r.metrics.get("invalid_actions", 0) for r in first) / n,
-    }

@@ -24,32 +24,23 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, get_args
+from typing import Any
 
-import torch
+from trl_generation import trainer_generate, trainer_lockstep
 
-# Some of these names are only re-exported, for scripts and tests that load this file.
+# HFGenerator and task_prompt are only re-exported, for the scripts that load this file.
 from agentflow_env.rollout import (
     DEFAULT_ENV_ID,
-    SAMPLE_SHAPES,
     CreditMethod,
-    EnvPool,
-    EpisodePlan,
     EpisodeResult,
     FailFast,
     Generate,
     HFGenerator,
-    MaxAcrossRanks,
     Normalization,
     SampleShape,
-    build_env,
+    check_credit_options,
     default_pool,
-    distributed_max,
     fail_fast_limit,
-    parse_task_prompt,
-    plan_episode,
-    read_task_spec,
-    sampled_logprob,
     task_prompt,
     token_advantages,
 )
@@ -83,77 +74,6 @@ def run_episodes(
     return run_batched_episodes(specs, generate, tokenizer, **{"log": logger, **options})
 
 
-def trainer_generate(trainer: Any) -> Generate:
-    """The trainer's generation path: TRL's vLLM engine if enabled, else ``generate`` on the
-    unwrapped training model with the trainer's temperature, top-p and top-k."""
-    if getattr(trainer, "use_vllm", False):
-        return _vllm_generate(trainer)
-    from trl.models import unwrap_model_for_generation
-
-    generator = HFGenerator(
-        model=None,  # unwrapped at each call
-        pad_token_id=trainer.processing_class.pad_token_id,
-        eos_token_ids=list(trainer.eos_token_ids),
-        temperature=float(trainer.temperature),
-        top_p=float(trainer.top_p),
-        top_k=trainer.top_k,
-    )
-
-    def generate(prompts: Sequence[Sequence[int]], max_new_tokens: int) -> Any:
-        with unwrap_model_for_generation(
-            trainer.model_wrapped,
-            trainer.accelerator,
-            gather_deepspeed3_params=trainer.args.ds3_gather_for_generation,
-        ) as unwrapped:
-            generator.model = unwrapped
-            return generator(prompts, max_new_tokens)
-
-    return generate
-
-
-def _vllm_generate(trainer: Any) -> Generate:
-    """One vLLM sample per prompt (the prompts of a group differ after the first turn).
-
-    TRL syncs vLLM's weights before calling ``rollout_func``; the per-turn cap is set through
-    ``max_completion_length`` for the call. In server mode (and colocated with tensor parallelism)
-    every call is a collective slicing the results by ``rank * batch size``: the driver's
-    lockstep keeps the ranks in step. vLLM's unknown log-probs (``None``) become NaN.
-    """
-    engine = trainer.vllm_generation
-
-    def generate(prompts: Sequence[Sequence[int]], max_new_tokens: int) -> Any:
-        saved = engine.max_completion_length
-        engine.max_completion_length = max_new_tokens
-        try:
-            _, completion_ids, logprobs, _ = engine.generate(
-                prompts=[list(p) for p in prompts], images=None, num_generations=1
-            )
-        finally:
-            engine.max_completion_length = saved
-        completions = [list(c) for c in completion_ids]
-        if logprobs is None:
-            return completions, None
-        return completions, [
-            None if seq is None else [sampled_logprob(lp) for lp in seq] for seq in logprobs
-        ]
-
-    return generate
-
-
-def trainer_lockstep(trainer: Any) -> MaxAcrossRanks | None:
-    """``MaxAcrossRanks`` over the trainer's accelerator, or ``None`` on a single process (no
-    collective is needed there)."""
-    accelerator = getattr(trainer, "accelerator", None)
-    if accelerator is None or accelerator.num_processes <= 1:
-        return None
-
-    def max_across_ranks(value: int) -> int:
-        local = torch.tensor([int(value)], dtype=torch.long, device=accelerator.device)
-        return int(accelerator.gather(local).max().item())
-
-    return max_across_ranks
-
-
 def make_rollout_func(
     env_kwargs: Mapping[str, Any] | None = None,
     *,
@@ -184,13 +104,8 @@ def make_rollout_func(
     episodes all fail the same way before any has run, the call raises ``SystemicFailure``
     naming the reason (``agentflow_env.rollout.checks.fail_fast``): the setup is wrong."""
     user_kwargs = dict(env_kwargs or {})
-    if credit == "monte_carlo" and value_forks < 1:
-        raise ValueError("credit='monte_carlo' needs value_forks >= 1")
-    if samples not in SAMPLE_SHAPES or normalize not in get_args(Normalization):
-        raise ValueError(f"samples={samples!r:.30}, normalize={normalize!r:.30}: unknown")
+    check_credit_options(credit, value_forks, samples, normalize)  # ValueError
     turns = samples == "turns"
-    if normalize != "trajectory" and not (turns and credit in (None, "broadcast")):
-        raise ValueError("normalize='turn' is for samples='turns' with broadcast credit")
     guard = FailFast(fail_fast_limit(os.environ), "AgentFlow's TRL rollout")
 
     def rollout_func(prompts: list[Any], trainer: Any) -> dict[str, list]:
@@ -266,19 +181,9 @@ __all__ = [
     "DEFAULT_ENV_KWARGS",
     "LOG_KEYS",
     "TRL_MAX_ACTION_TOKENS",
-    "EnvPool",
-    "EpisodePlan",
-    "EpisodeResult",
-    "Generate",
     "HFGenerator",
-    "MaxAcrossRanks",
-    "build_env",
-    "distributed_max",
     "env_reward",
     "make_rollout_func",
-    "parse_task_prompt",
-    "plan_episode",
-    "read_task_spec",
     "rollout_output",
     "run_episodes",
     "task_prompt",

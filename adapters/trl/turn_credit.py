@@ -4,7 +4,8 @@ TRL computes one advantage per completion (the group-normalised reward) and, in 
 accepts advantages of shape ``(batch, tokens)`` from subclasses. This subclass takes the
 ``token_advantages`` field that ``make_rollout_func(..., credit=...)`` adds (one value per
 completion token: each planner turn's advantage on its action tokens, 0 on feedback) and hands
-that tensor to TRL's loss instead; everything else (sampling, clipping, loss aggregation,
+that tensor to TRL's loss instead (the credit itself: ``agentflow_env.rollout``'s
+``token_advantages``); everything else (sampling, clipping, loss aggregation,
 logging of the reward) is TRL's. Without the field it is exactly ``GRPOTrainer``.
 
     sys.path.insert(0, "adapters/trl")
@@ -28,6 +29,8 @@ from typing import Any
 
 import torch
 from trl import GRPOTrainer
+
+from agentflow_env.rollout import padded_rows
 
 TOKEN_ADVANTAGES = "token_advantages"
 
@@ -63,10 +66,7 @@ class TurnCreditGRPOTrainer(GRPOTrainer):
 def per_token_tensor(
     rows: Sequence[Sequence[float]], width: int, device: torch.device | str = "cpu"
 ) -> torch.Tensor:
-    """``rows`` right-padded with zeros (or cut) to ``width`` tokens, as a float tensor (TRL
-    right-pads completions the same way)."""
-    out = torch.zeros((len(rows), width), dtype=torch.float32)
-    for index, row in enumerate(rows):
-        values = torch.as_tensor(list(row)[:width], dtype=torch.float32)
-        out[index, : values.numel()] = values
-    return out.to(device)
+    """``rows`` right-padded with zeros (or cut) to ``width`` tokens (``padded_rows``), as a
+    float tensor (TRL right-pads completions the same way)."""
+    values = torch.tensor(padded_rows(rows, width), dtype=torch.float32)
+    return values.reshape(len(rows), width).to(device)

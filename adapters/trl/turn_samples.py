@@ -21,114 +21,15 @@ Padding rows (zero advantage, completion and loss mask) only make the count a mu
 from __future__ import annotations
 
 import contextlib
-import math
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import torch
-from rollout import LOG_KEYS, trainer_lockstep
+from rollout import trainer_lockstep
+from turn_batch import TURN_SAMPLES, TurnRows, row_advantages, turn_rows
 from turn_credit import TurnCreditGRPOTrainer
 
-from agentflow_env.rollout import TrainerSample, group_key, group_signal, turn_sample_advantages
-
-TURN_SAMPLES = "turn_samples"
-"""The rollout output's field holding, per trajectory, its list of ``TrainerSample``."""
-_ROW_FIELDS = (*LOG_KEYS, "error")
-
-
-@dataclass
-class TurnRows:
-    """One generation batch as rows: ``inputs`` (the row's trajectory's dataset row),
-    ``served`` (the stand-in ``rollout_func``'s output, ``env_mask`` 0 on rows that must not
-    train), ``owners`` (the trajectory's index in the batch; -1 for padding), ``advantages``."""
-
-    inputs: list[dict[str, Any]]
-    served: dict[str, list[Any]]
-    owners: list[int]
-    advantages: list[float]
-
-    @property
-    def padding(self) -> int:
-        return self.owners.count(-1)
-
-
-def row_advantages(prompts: Sequence[Any], output: Mapping[str, Any]) -> list[float]:
-    """One advantage per turn sample of ``output`` (trajectories in order, turns in order), by the
-    rollout's ``turn_credit`` and ``turn_normalize`` over the trajectories with equal labels.
-    Under ``monte_carlo`` a trajectory without value estimates gets 0 and stays out."""
-    trajectories: list[list[TrainerSample]] = output[TURN_SAMPLES]
-    method = output.get("turn_credit", "broadcast")
-    samples = [s for t in trajectories for s in t]
-    groups = [group_key(p) for p, t in zip(prompts, trajectories, strict=True) for _ in t]
-    keep = list(range(len(samples)))
-    values = None
-    if method == "monte_carlo":
-        values = {
-            samples_[0].trajectory_id: v
-            for samples_, v in zip(trajectories, output["turn_values"], strict=True)
-            if v is not None and samples_
-        }
-        keep = [i for i, s in enumerate(samples) if s.trajectory_id in values]
-    out = [0.0] * len(samples)
-    if keep:
-        chosen = turn_sample_advantages(
-            [samples[i] for i in keep],
-            [groups[i] for i in keep],
-            method,
-            normalize=output.get("turn_normalize", "trajectory"),
-            values=values,
-        )
-        for index, advantage in zip(keep, chosen, strict=True):
-            out[index] = advantage
-    return out
-
-
-def turn_rows(
-    inputs: Sequence[Mapping[str, Any]],
-    output: Mapping[str, Any],
-    *,
-    rows_across_ranks: Callable[[int], int],
-    multiple: int,
-    eos: int,
-) -> TurnRows:
-    """``output`` (a ``samples="turns"`` rollout of ``inputs``' prompts) as TRL rows: every turn
-    sample in order, then padding rows up to ``rows_across_ranks(real rows)`` rounded up to a
-    multiple of ``multiple``. A failed trajectory's rows (and padding) carry ``env_mask`` 0."""
-    if TURN_SAMPLES not in output:
-        raise ValueError("the rollout gave no turn samples: use make_rollout_func(samples='turns')")
-    prompts = [x["prompt"] for x in inputs]
-    advantages = row_advantages(prompts, output)
-    served: dict[str, list[Any]] = {k: [] for k in ("prompt_ids", "completion_ids", "logprobs")}
-    served.update({k: [] for k in ("env_mask", "env_reward", *_ROW_FIELDS)})
-    rows_inputs: list[dict[str, Any]] = []
-    owners: list[int] = []
-    for index, samples in enumerate(output[TURN_SAMPLES]):
-        for sample in samples:
-            trains = sample.failure is None
-            served["prompt_ids"].append(list(sample.prompt_ids))
-            served["completion_ids"].append(list(sample.response_ids))
-            served["logprobs"].append(sample.logprobs or [math.nan] * len(sample.response_ids))
-            served["env_mask"].append([m if trains else 0 for m in sample.response_mask])
-            served["env_reward"].append(float(sample.reward))
-            for key in _ROW_FIELDS:  # the trajectory's own figures, once: on its last row
-                served[key].append(output[key][index] if sample is samples[-1] else None)
-            rows_inputs.append(dict(inputs[index]))
-            owners.append(index)
-    target = max(int(rows_across_ranks(len(owners))), len(owners))
-    target = -(-target // multiple) * multiple
-    filler = served["prompt_ids"][0] if owners else [eos]
-    for _ in range(target - len(owners)):
-        for key, value in (("prompt_ids", filler), ("completion_ids", [eos]), ("logprobs", [0.0])):
-            served[key].append(list(value))
-        served["env_mask"].append([0])
-        served["env_reward"].append(0.0)
-        for key in _ROW_FIELDS:
-            served[key].append(None)
-        rows_inputs.append(dict(inputs[0]))
-        owners.append(-1)
-        advantages.append(0.0)
-    return TurnRows(rows_inputs, served, owners, advantages)
+from agentflow_env.rollout import group_signal
 
 
 class TurnSamplesGRPOTrainer(TurnCreditGRPOTrainer):

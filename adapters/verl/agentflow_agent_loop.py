@@ -37,24 +37,18 @@ from verl.experimental.agent_loop.agent_loop import (
     AgentLoopOutput,
     register,
 )
+from verl_row_format import AGENT_NAME  # the agent_name of the dataset rows this loop runs
 
 from agentflow_env.rollout import (
-    ABORTED,
-    PROMPT_BUDGET,
-    VERL_AGENT_NAME,
     LazySharedEnvs,
-    LogprobSample,
     Session,
     TokenBudget,
-    TokenEpisode,
+    TrainerEpisode,
     dump_samples,
     filler_token_id,
-    run_token_episode,
-    trajectory_failure,
+    run_trainer_episode,
 )
 
-AGENT_NAME = VERL_AGENT_NAME
-"""The ``agent_name`` of the dataset rows this loop runs."""
 logger = logging.getLogger("agentflow_env.adapters.verl")
 # This process's envs and settings, read on first use; verl's agent loop trains flat samples.
 shared_envs = LazySharedEnvs(
@@ -129,10 +123,11 @@ class AgentFlowAgentLoop(AgentLoopBase):
             return shared.pool.new_session(shared.config.plan(label), self.tokenizer)
 
         logprobs = bool(sampling_params.get("logprobs"))
-        episode = await run_token_episode(
+        run = await run_trainer_episode(  # a SystemicFailure stops the job
             new_session,
             generate,
             budget,
+            shared.fail_fast,
             filler=filler_token_id(self.tokenizer),
             log=logger,
             label=label,
@@ -140,9 +135,7 @@ class AgentFlowAgentLoop(AgentLoopBase):
             retry_delay=RETRY_DELAY_S,
             logprob_fill=LOGPROB_FILL if logprobs else None,
         )
-        failure = trajectory_failure(episode.session, episode.error)
-        if episode.end not in (ABORTED, PROMPT_BUDGET):  # not the env's doing: not counted
-            shared.fail_fast.record(failure)  # raises SystemicFailure: it stops the job
+        episode = run.episode
         if episode.unscored and not _unscored_warned[0]:
             _unscored_warned[0] = True
             logger.warning(
@@ -152,52 +145,24 @@ class AgentFlowAgentLoop(AgentLoopBase):
                 episode.unscored,
                 LOGPROB_FILL,
             )
-        if logprobs:
+        if logprobs:  # for AGENTFLOW_DUMP_SAMPLES (agentflow-env check-logprobs)
             temperature = sampling_params.get("temperature")
-            dump_samples(lambda: check_samples(episode, temperature, rollout.temperature), logger)
-        return to_output(episode, seconds[0], logprobs, failed=failure is not None)
+            dump_samples(lambda: run.logprob_samples(temperature, rollout.temperature), logger)
+        return to_output(run, seconds[0], logprobs)
 
 
-def check_samples(episode: TokenEpisode, temperature: Any, training: Any) -> list[LogprobSample]:
-    """The episode as ``agentflow-env check-logprobs`` reads it (``AGENTFLOW_DUMP_SAMPLES``);
-    none when it was sampled at another temperature than training's (greedy validation)."""
-    if temperature != training:
-        return []
-    if episode.response_logprobs is None or episode.unscored:
-        raise ValueError("the server returned no log-probs for some turn")
-    return [
-        LogprobSample.build(
-            episode.prompt_ids,
-            episode.response_ids,
-            episode.response_mask,
-            episode.response_logprobs,
-            temperature,
-        )
-    ]
-
-
-def to_output(
-    episode: TokenEpisode, generate_seconds: float, logprobs: bool, failed: bool = False
-) -> AgentLoopOutput:
+def to_output(run: TrainerEpisode, generate_seconds: float, logprobs: bool) -> AgentLoopOutput:
     """verl's output for one episode: the reward on the last response token (``reward_score``),
-    the episode's numeric logs as reward extra info (same keys on every row), with ``failed``
-    (the ``env/failed`` rate: verl averages reward extra info in validation and writes it with
-    each sample to ``trainer.rollout_data_dir``), the server's turn ends (``turns_stop``,
-    ``turns_length``, ``turns_aborted``), ``unscored_tokens`` and ``env_seconds``. The env's time
-    also goes where verl 0.9.1 times the work between generations (``tool_calls``), so it is
-    logged as ``agent_loop/tool_calls/*`` beside ``agent_loop/generate_sequences/*``."""
+    the row's numeric logs (``TrainerEpisode.logs``, with ``failed``: the ``env/failed`` rate)
+    as reward extra info, which verl averages in validation and writes with each sample to
+    ``trainer.rollout_data_dir``. The env's time also goes where verl 0.9.1 times the work
+    between generations (``tool_calls``), so it is logged as ``agent_loop/tool_calls/*`` beside
+    ``agent_loop/generate_sequences/*``."""
+    episode = run.episode
     response_logprobs = None
     if logprobs:  # every row: verl builds rollout_log_probs only if row 0 has them
-        response_logprobs = list(episode.response_logprobs or [])
-        width = len(episode.response_ids)
-        response_logprobs = (response_logprobs + [LOGPROB_FILL] * width)[:width]
-    extra = {
-        **episode.logs,
-        "failed": float(failed),
-        **{f"turns_{end}": float(count) for end, count in episode.turn_ends.items()},
-        "unscored_tokens": float(episode.unscored),
-        "env_seconds": episode.env_seconds,
-    }
+        response_logprobs = run.logprobs(len(episode.response_ids), LOGPROB_FILL)
+    extra = run.logs
     return AgentLoopOutput(
         prompt_ids=episode.prompt_ids,
         response_ids=episode.response_ids,

@@ -17,10 +17,13 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
+from pathlib import Path
 
-from agentflow_env.rollout import VERL_AGENT_NAME, convert_label_file, verl_row
+from agentflow_env.rollout import convert_label_file, load_row_file
 
-AGENT_NAME = VERL_AGENT_NAME
+_ROWS = load_row_file(Path(__file__).with_name("verl_row_format.py"))  # registers --format verl
+AGENT_NAME = _ROWS.AGENT_NAME
+verl_row = _ROWS.verl_row
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -6,6 +6,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from agentflow_env.cli.agentflow_pack import add_agentflow_pack_command
 from agentflow_env.cli.check import add_check_command
 from agentflow_env.cli.check_logprobs import add_check_logprobs_command
 from agentflow_env.cli.common import Parser, UsageError
@@ -28,6 +29,7 @@ def build_parser() -> Parser:
     add_check_logprobs_command(commands)
     add_labels_command(commands)
     add_view_command(commands)
+    add_agentflow_pack_command(commands)
     return parser
 
 

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from agentflow_env.cli.common import UsageError
-from agentflow_env.cli.planners import RUN_DEFAULTS, make_env
+from agentflow_env.cli.planners import make_env, shown_run_defaults
 from agentflow_env.envs.config import add_config_arguments
 from agentflow_env.envs.registration import ENV_CONFIGS
 from agentflow_env.evaluation.preflight import DEFAULT_ENV_ID, run_preflight
@@ -31,9 +31,7 @@ def add_check_command(commands: Any) -> None:
     check.add_argument("--seed", type=int, default=0, help="every check episode is reset with it")
     check.add_argument("--json", action="store_true", help="print the report as one JSON object")
     # The same options as ``run``: one per setting of the registered envs' configs.
-    env_settings = add_config_arguments(
-        check, ENV_CONFIGS, shown_defaults={k: str(v) for k, v in RUN_DEFAULTS.items()}
-    )
+    env_settings = add_config_arguments(check, ENV_CONFIGS, shown_defaults=shown_run_defaults())
     # ``make_env`` reads the planner to pick a local model's tokenizer; the check drives the
     # expert planner itself.
     check.set_defaults(handler=_check_command, env_settings=env_settings, planner="expert")

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -14,6 +13,7 @@ from typing import Any
 
 from tqdm import tqdm
 
+from agentflow_env.base.settings import llm_env_var, read_env_var
 from agentflow_env.cli.common import UsageError, clip, positive_int
 from agentflow_env.cli.eval_suites import (
     add_suite_arguments,
@@ -22,7 +22,6 @@ from agentflow_env.cli.eval_suites import (
     suite_note,
 )
 from agentflow_env.cli.planners import (
-    RUN_DEFAULTS,
     add_env_and_planner_arguments,
     make_env,
     planner_errors,
@@ -30,7 +29,7 @@ from agentflow_env.cli.planners import (
 )
 from agentflow_env.envs.config import settings_from_args
 from agentflow_env.envs.env import AgentFlowEnv
-from agentflow_env.envs.registration import config_class
+from agentflow_env.envs.registration import config_class, run_settings
 from agentflow_env.evaluation.ablations import parse_variant, write_ablation_results
 from agentflow_env.evaluation.metrics import format_table, summarize_diagnostics
 from agentflow_env.evaluation.output import (
@@ -323,8 +322,7 @@ def _env_settings(args: argparse.Namespace, overrides: Mapping[str, Any]) -> Any
     spelling a default out or leaving it implicit is the same run)."""
     kwargs = settings_from_args(args, args.env_settings)
     kwargs.update(overrides)
-    if "dataset" not in kwargs:
-        kwargs = {**RUN_DEFAULTS, **kwargs}
+    kwargs = run_settings(args.env, kwargs)
     config = config_class(args.env)
     if config is not None:
         try:
@@ -351,8 +349,8 @@ def _run_settings(args: argparse.Namespace, overrides: Mapping[str, Any]) -> dic
     if args.planner == "openai":
         settings["model"] = (
             args.model
-            or os.environ.get("AGENTFLOW_PLANNER_MODEL")
-            or os.environ.get("AGENTFLOW_LLM_MODEL")
+            or read_env_var(llm_env_var("planner", "model"))
+            or read_env_var(llm_env_var("llm", "model"))
         )
         settings["temperature"] = args.temperature
         if args.sampling is not None:

@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from agentflow_env.cli.common import UsageError
-from agentflow_env.rollout.labels.label_files import ROW_NAMES, add_label_commands, write_labels
+from agentflow_env.rollout.labels.label_files import add_label_commands, write_labels
+from agentflow_env.rollout.labels.row_formats import row_format
 
 
 def add_labels_command(commands: Any) -> None:
@@ -18,10 +19,11 @@ def add_labels_command(commands: Any) -> None:
             "Write one row per task, each with its label: a TaskSpec JSON string naming the env, "
             "its settings and the task, which every adapter turns back into the episode. SOURCE "
             "chooses the tasks: the synthetic world, a QA dataset, a probe, or (convert) an "
-            "existing openrlhf label file. --format shapes the rows for the trainer: openrlhf "
-            "(prompt, label, datasource), verl (agent_name: agentflow), skyrl (env_class: "
-            "agentflow) or trl (the label as the prompt); an --out name ending in .parquet "
-            "writes Parquet (needs pyarrow), any other JSONL."
+            "existing generic label file. --format shapes the rows: generic (prompt, label, "
+            "datasource; the default), or a trainer's format, which its adapter registers "
+            "(adapters/<trainer>/<trainer>_row_format.py, loaded from --adapters DIR, by default this "
+            "checkout's adapters/ folder: openrlhf, verl, skyrl, trl); an --out name ending in "
+            ".parquet writes Parquet (needs pyarrow), any other JSONL."
         ),
     )
     add_label_commands(labels)
@@ -35,5 +37,5 @@ def _labels_command(args: argparse.Namespace) -> int:
         count = write_labels(args)
     except ValueError as error:  # settings the env would reject, a file that cannot be read
         raise UsageError(str(error)) from error
-    print(f"wrote {count} {ROW_NAMES[args.label_format]} to {args.out}")
+    print(f"wrote {count} {row_format(args.label_format).rows} to {args.out}")
     return 0

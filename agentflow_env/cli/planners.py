@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import os
 import socket
 import urllib.parse
 from pathlib import Path
@@ -14,9 +13,10 @@ from typing import Any
 
 import gymnasium as gym
 
+from agentflow_env.base.settings import llm_env_var, read_env_var
 from agentflow_env.cli.common import UsageError
 from agentflow_env.envs.config import add_config_arguments, settings_from_args
-from agentflow_env.envs.registration import ENV_CONFIGS, ENV_ENTRY_POINTS
+from agentflow_env.envs.registration import ENV_CONFIGS, REGISTERED, run_settings
 from agentflow_env.evaluation.session_planners import SAMPLINGS, PlannerFactory
 from agentflow_env.llm import LLMEndpoint, LLMError, require_aiohttp
 from agentflow_env.rollout.agents.episodes import ObservationPlanner
@@ -25,10 +25,23 @@ from agentflow_env.rollout.agents.planners import ExpertPlanner, RandomPlanner
 
 PLANNERS = "expert | random | openai | hf:PATH"
 
-RUN_DEFAULTS: dict[str, Any] = {"split": "test"}
-"""Where ``run`` and ``eval`` depart from the envs' defaults: they evaluate on held-out questions
-(a ``--dataset`` brings its own split)."""
 SHOWN_DEFAULTS = {"tokenizer": "bundled, or hf:PATH's"}
+
+
+def shown_run_defaults() -> dict[str, str]:
+    """The defaults the help of ``run``, ``eval`` and ``check`` shows: each variant's run
+    defaults (``Variant.run_defaults``: held-out tasks where a variant has a split)."""
+    shown: dict[str, dict[str, list[str]]] = {}
+    for env_id, variant in REGISTERED.items():
+        for name, value in variant.run_defaults.items():
+            shown.setdefault(name, {}).setdefault(str(value), []).append(env_id)
+    return {
+        name: "; ".join(
+            value if len(ids) == len(REGISTERED) else f"{value} on {', '.join(ids)}"
+            for value, ids in values.items()
+        )
+        for name, values in shown.items()
+    }
 
 
 def add_env_and_planner_arguments(parser: argparse.ArgumentParser) -> tuple[str, ...]:
@@ -40,7 +53,7 @@ def add_env_and_planner_arguments(parser: argparse.ArgumentParser) -> tuple[str,
     env_settings = add_config_arguments(
         parser,
         ENV_CONFIGS,
-        shown_defaults={**{k: str(v) for k, v in RUN_DEFAULTS.items()}, **SHOWN_DEFAULTS},
+        shown_defaults={**shown_run_defaults(), **SHOWN_DEFAULTS},
     )
     served = parser.add_argument_group("served planner (--planner openai)")
     served.add_argument(
@@ -69,7 +82,7 @@ def add_env_and_planner_arguments(parser: argparse.ArgumentParser) -> tuple[str,
 
 
 def _agentflow_env_ids() -> list[str]:
-    return sorted(ENV_ENTRY_POINTS)
+    return sorted(REGISTERED)
 
 
 def make_env(args: argparse.Namespace, overrides: dict[str, Any] | None = None) -> gym.Env:
@@ -88,8 +101,7 @@ def make_env(args: argparse.Namespace, overrides: dict[str, Any] | None = None) 
         ) from error
     kwargs = settings_from_args(args, args.env_settings)  # only the settings given
     kwargs.update(overrides or {})
-    if "dataset" not in kwargs:
-        kwargs = {**RUN_DEFAULTS, **kwargs}
+    kwargs = run_settings(env_id, kwargs)  # the variant's own (held-out tasks)
     tokenizer = kwargs.get("tokenizer") or planner_tokenizer(args.planner)
     if tokenizer is not None:
         kwargs["tokenizer"] = tokenizer
@@ -115,8 +127,8 @@ def planner_endpoint(args: argparse.Namespace) -> Any:
     def configured(flag: str, variable: str) -> bool:
         return bool(
             getattr(args, flag)
-            or os.environ.get(f"AGENTFLOW_PLANNER_{variable}")
-            or os.environ.get(f"AGENTFLOW_LLM_{variable}")
+            or read_env_var(llm_env_var("planner", variable))
+            or read_env_var(llm_env_var("llm", variable))
         )
 
     missing = [

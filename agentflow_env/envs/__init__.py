@@ -1,7 +1,7 @@
-"""The Gymnasium facade: ``AgentFlowEnv`` (``env.py``), one typed config per variant
-(``config/``: ``SearchEnvConfig``, ``CodeEnvConfig``), the ``AgentFlow-Code-v0`` builder
-(``code.py``), the ``Curriculum`` wrapper (``curriculum.py``), text rendering (``render.py``)
-and the env ids (``registration.py``)."""
+"""The Gymnasium facade: ``AgentFlowEnv`` (``env.py``, the one builder of every env id), one
+typed config per variant (``config/``: ``SearchEnvConfig``, ``CodeEnvConfig``, the probes'),
+the ``Curriculum`` wrapper (``curriculum.py``), text rendering (``render.py``) and the variant
+rows and env ids (``registration.py``)."""
 
 from agentflow_env.envs.curriculum import DEFAULT_LEVELS, Curriculum
 

@@ -26,13 +26,13 @@ from agentflow_env.modules import build_modules
 from agentflow_env.tasks.base import Task, TaskSource
 from agentflow_env.tools.registry import ToolSet
 from agentflow_env.workflow.action_input import MAX_TOKEN_ID
-from agentflow_env.workflow.agentflow_source import AgentFlowWording, source_label
 from agentflow_env.workflow.config import SessionConfig
 from agentflow_env.workflow.observations import (
     ObservationStrategy,
     PromptEncoder,
     make_observations,
 )
+from agentflow_env.workflow.prompt_pack import PromptPack, source_label
 from agentflow_env.workflow.session import EpisodeOverError, Session
 from agentflow_env.workflow.trajectory import Trajectory
 from agentflow_env.workflow.turn_log import TurnLog
@@ -48,6 +48,24 @@ def unwrap_agentflow(env: gym.Env) -> AgentFlowEnv:
     return base
 
 
+def build_config(
+    config: EnvConfig | None, config_class: type[EnvConfig] | None, settings: Mapping[str, Any]
+) -> EnvConfig:
+    """``config`` with ``settings`` changed, else ``config_class`` built from ``settings``
+    (``SearchEnvConfig`` when no class is named). A config of another class than the one named
+    raises ``TypeError``."""
+    wanted = config_class or SearchEnvConfig
+    if config is None:
+        return wanted.from_kwargs(**settings)
+    if not isinstance(config, config_class or EnvConfig):
+        raise TypeError(
+            f"{wanted.variant()} takes a {wanted.__name__}, got {type(config).__name__}"
+            if config_class
+            else f"config must be an EnvConfig, got {type(config).__name__}"
+        )
+    return config.updated(**settings)
+
+
 PlannerInput = str | Sequence[int] | Mapping[str, Any]
 """What ``step`` accepts: the planner's text, its token ids, or ``{"token_ids", "logprobs"}``."""
 
@@ -56,11 +74,14 @@ class AgentFlowEnv(gym.Env[dict[str, Any], PlannerInput]):
     """AgentFlow's workflow with the planner as the agent.
 
     Args:
-        config: the variant's settings, an ``EnvConfig``: ``SearchEnvConfig`` (the default,
-            ``AgentFlow-Search-v0``) or ``CodeEnvConfig`` (``AgentFlow-Code-v0``). Their fields
+        config: the variant's settings, an ``EnvConfig`` of any variant (``SearchEnvConfig``,
+            ``CodeEnvConfig``, a probe's or one registered elsewhere). Their fields
             (``agentflow_env.envs.config``) are every setting with its type, default and help:
             where tasks come from, tools, frozen modules, reward, limits, tokenizer and
             observation mode.
+        config_class: the variant's config class, which keyword settings build (default
+            ``SearchEnvConfig``) and ``config`` must be an instance of: the one builder of every
+            registered id passes its row's (``agentflow_env.envs.registration``).
         render_mode: ``"ansi"`` (``render()`` returns the episode as text) or ``"human"``
             (printed after each step).
         **settings: the config's fields as keywords, the sugar ``gym.make(id, **settings)``
@@ -77,13 +98,11 @@ class AgentFlowEnv(gym.Env[dict[str, Any], PlannerInput]):
 
     metadata = {"render_modes": ["ansi", "human"], "render_fps": 4}
 
-    config_class: type[EnvConfig] = SearchEnvConfig
-    """The config that keyword settings build when no ``config`` is given."""
-
     def __init__(
         self,
         config: EnvConfig | None = None,
         *,
+        config_class: type[EnvConfig] | None = None,
         render_mode: str | None = None,
         **settings: Any,
     ) -> None:
@@ -92,14 +111,9 @@ class AgentFlowEnv(gym.Env[dict[str, Any], PlannerInput]):
                 f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}"
             )
         self.render_mode = render_mode
-        if config is None:
-            config = self.config_class.from_kwargs(**settings)
-        elif not isinstance(config, EnvConfig):
-            raise TypeError(f"config must be an EnvConfig, got {type(config).__name__}")
-        else:
-            config = config.updated(**settings)
+        config = build_config(config, config_class, settings)
         self.config: EnvConfig = config
-        self.agentflow_wording: AgentFlowWording | None = config.agentflow_wording()
+        self.agentflow_wording: PromptPack | None = config.agentflow_wording()
         """AgentFlow's own words, read from the user's checkout (``agentflow_source``); ``None``:
         this project's own wording."""
         self.task_source: TaskSource = config.make_task_source()

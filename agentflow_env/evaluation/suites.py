@@ -11,7 +11,7 @@
 - ``tiny-bridge-v1``: the tiny CPU planner's suite (``examples/trl``): 1- and 2-hop bridge
   questions in fresh small worlds, compact prompts, 4 turns, test split. 1000 episodes.
 
-Published suites never change (``tests/test_eval_suites.py`` pins their fingerprints); a changed
+Published suites never change (``tests/evaluation/test_eval_suites.py`` pins their fingerprints); a changed
 suite is a new version. Numbers for each: ``docs/benchmark.md``.
 """
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import random
 import re
 import sys
@@ -33,13 +32,19 @@ import threading
 import time
 import weakref
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
 from agentflow_env.base.errors import ModuleError
 from agentflow_env.base.loop_runner import on_loop_close
 from agentflow_env.base.loop_sessions import LoopSessions
+from agentflow_env.base.settings import (
+    LLM_ENDPOINT_FIELDS,
+    LLM_ROLES,
+    llm_env_var,
+    read_env_var,
+)
 from agentflow_env.base.untrusted import neutralize_chat_markup
 
 if TYPE_CHECKING:
@@ -59,18 +64,8 @@ __all__ = [
 ]
 
 Message = Mapping[str, str]
-_ENV_PREFIX = "AGENTFLOW"
 # Environment variable suffix -> LLMEndpoint field, e.g. AGENTFLOW_LLM_BASE_URL -> base_url.
-_ENV_FIELDS = {
-    "BASE_URL": "base_url",
-    "MODEL": "model",
-    "API_KEY": "api_key",
-    "TIMEOUT_S": "timeout_s",
-    "MAX_RETRIES": "max_retries",
-    "MAX_CONCURRENCY": "max_concurrency",
-    "TEMPERATURE": "temperature",
-    "MAX_TOKENS": "max_tokens",
-}
+_ENV_FIELDS = {suffix: suffix.lower() for suffix in LLM_ENDPOINT_FIELDS}
 
 
 class LLMError(ModuleError):
@@ -148,15 +143,17 @@ class LLMEndpoint:
 
         ``overrides`` (non-None keyword arguments) win over both. ``role`` is e.g. ``"verifier"``.
         """
-        environ = os.environ if environ is None else environ
-        types = {f.name: f.type for f in fields(cls)}
+        if role and role.upper() not in LLM_ROLES:
+            raise ValueError(
+                f"no AGENTFLOW_{role.upper()}_* variables are declared; the roles are "
+                f"{[r.lower() for r in LLM_ROLES]} (agentflow_env.base.settings.LLM_ROLES)"
+            )
         values: dict[str, Any] = {}
-        prefixes = ["LLM"] + ([role.upper()] if role else [])
-        for prefix in prefixes:
+        for prefix in ["LLM"] + ([role] if role else []):
             for suffix, name in _ENV_FIELDS.items():
-                raw = environ.get(f"{_ENV_PREFIX}_{prefix}_{suffix}")
-                if raw not in (None, ""):
-                    values[name] = _convert(raw, str(types[name]))
+                value = read_env_var(llm_env_var(prefix, suffix), environ)
+                if value is not None:
+                    values[name] = value
         values.update({k: v for k, v in overrides.items() if v is not None})
         missing = [name for name in ("base_url", "model") if not values.get(name)]
         if missing:
@@ -170,14 +167,6 @@ class LLMEndpoint:
     def with_options(self, **changes: Any) -> LLMEndpoint:
         """A copy with some fields changed."""
         return replace(self, **changes)
-
-
-def _convert(raw: str, type_name: str) -> Any:
-    if type_name.startswith("int"):
-        return int(raw)
-    if type_name.startswith("float"):
-        return float(raw)
-    return raw
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,6 @@ from agentflow_env.modules.agentflow_llm import (
 )
 from agentflow_env.modules.llm import LLMExecutor, LLMGeneralist, LLMInitializer, LLMVerifier
 from agentflow_env.modules.rule import RuleExecutor, RuleGeneralist, RuleInitializer, RuleVerifier
-from agentflow_env.workflow.agentflow_source import AgentFlowWording
 from agentflow_env.workflow.frozen_modules import (
     Executor,
     FinalAnswer,
@@ -30,6 +29,8 @@ from agentflow_env.workflow.frozen_modules import (
     Verification,
     Verifier,
 )
+from agentflow_env.workflow.prompt_pack import PromptPack
+from agentflow_env.workflow.prompts import style_rules
 
 ROLES = ("initializer", "executor", "verifier", "generalist")
 _RULE = {
@@ -57,7 +58,7 @@ def build_modules(
     *,
     endpoint: object = None,
     prompt_style: str = "full",
-    wording: AgentFlowWording | None = None,
+    wording: PromptPack | None = None,
 ) -> Modules:
     """Build the four modules from ``"rule"``, ``"llm"``, a per-role mapping, or a ``Modules``.
 
@@ -106,9 +107,9 @@ def _role_endpoint(endpoint: object, role: str) -> object:
 
 
 def _llm_module(
-    role: str, target: object, prompt_style: str, wording: AgentFlowWording | None = None
+    role: str, target: object, prompt_style: str, wording: PromptPack | None = None
 ) -> object:
-    if prompt_style == "agentflow":
+    if style_rules(prompt_style).renders_pack:
         return _AGENTFLOW_LLM[role](target, wording)  # type: ignore[arg-type]
     return _LLM[role](target)  # type: ignore[arg-type]
 

@@ -33,9 +33,9 @@ from agentflow_env.tasks.base import Task
 from agentflow_env.tools.base import Tool, ToolArgumentError
 from agentflow_env.tools.registry import ToolSet
 from agentflow_env.workflow.actions import PlannerAction, parse_verdict
-from agentflow_env.workflow.agentflow_source import AgentFlowWording
 from agentflow_env.workflow.frozen_modules import Verification
 from agentflow_env.workflow.memory import Memory, QueryAnalysis
+from agentflow_env.workflow.prompt_pack import PromptPack
 
 __all__ = [
     "AgentFlowExecutor",
@@ -50,7 +50,7 @@ class _AgentFlowModule(_LLMModule):
     user's checkout (``agentflow_source``), else this project's."""
 
     def __init__(
-        self, backend: LLMEndpoint | ChatBackend, wording: AgentFlowWording | None = None
+        self, backend: LLMEndpoint | ChatBackend, wording: PromptPack | None = None
     ) -> None:
         super().__init__(backend)
         self.wording = wording
@@ -134,7 +134,7 @@ class AgentFlowGeneralist(LLMGeneralist):
     """AgentFlow's direct output: a process summary, then ``Answer:``."""
 
     def __init__(
-        self, backend: LLMEndpoint | ChatBackend, wording: AgentFlowWording | None = None
+        self, backend: LLMEndpoint | ChatBackend, wording: PromptPack | None = None
     ) -> None:
         super().__init__(backend)
         self.wording = wording

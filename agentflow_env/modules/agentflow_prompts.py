@@ -9,7 +9,7 @@ is read, never executed (its keyword arguments must be literals), and the query 
 asked for as four labelled sections (AgentFlow asks its fixed model for the same four fields as a
 structured reply; a JSON reply with those keys is read too).
 
-With the user's own AgentFlow checkout (``AgentFlowWording``) every prompt is AgentFlow's own
+With the user's own AgentFlow checkout (``PromptPack``) every prompt is AgentFlow's own
 f-string filled with the same values, under its system prompt, with the checkout's tool cards.
 Its analysis prompt asks for free text: the planner then sees the reply as written (stripped),
 as AgentFlow's planner does when its analysis model answers in text (its evaluation scripts'
@@ -29,137 +29,34 @@ from typing import Any
 from agentflow_env.tools.base import Tool
 from agentflow_env.tools.registry import ToolSet
 from agentflow_env.workflow.agentflow_format import (
-    AGENTFLOW_SYSTEM,
     analysis_text,
     available_tools,
-    memory_actions,
-    memory_actions_text,
-    tool_metadata,
-    tool_metadata_text,
-    toolbox_metadata,
-    toolbox_metadata_text,
+    memory_value,
+    tool_value,
+    toolbox_value,
 )
-from agentflow_env.workflow.agentflow_source import AgentFlowWording
 from agentflow_env.workflow.memory import Memory, QueryAnalysis
+from agentflow_env.workflow.own_pack import OWN_PACK
+from agentflow_env.workflow.prompt_pack import PromptPack
 
 Message = dict[str, str]
 
-ANALYSIS_TEMPLATE = """
-Task: Analyze the query to work out which skills and tools answering it takes.
 
-Inputs:
-- Query: {query}
-- Available tools: {tools}
-- Metadata for tools: {metadata}
-
-Instructions:
-1. Name the main objectives of the query.
-2. List the skills and the tools it needs.
-3. Say briefly how each skill and tool helps.
-4. Note anything else that matters.
-
-Reply with these four sections:
-Concise Summary: <the query's main points and objectives>
-Required Skills:
-<one skill per line, with why it is needed>
-Relevant Tools:
-<one tool per line, with how it would be used and its limits>
-Additional Considerations:
-<anything else to keep in mind>
-
-Keep it brief and precise.
-"""
-
-COMMAND_TEMPLATE = """
-Task: Write the exact command that runs the selected tool for this step.
-
-Context:
-- **Query:** {query}
-- **Sub-Goal:** {sub_goal}
-- **Tool Name:** {tool_name}
-- **Tool Metadata:** {metadata}
-- **Relevant Data:** {context}
-
-Instructions:
-1. Read the tool's parameters from its metadata.
-2. Write one call `tool.execute(...)` that achieves the sub-goal with the given data.
-3. Assign the call to a variable named **`execution`**.
-4. Give every value literally (exact numbers and strings), not as expressions.
-
-Output Format:
-Generated Command:
-```python
-execution = tool.execute(<parameter>=<value>)
-```
-"""
-
-VERIFIER_TEMPLATE = """
-Task: Judge whether the memory already answers the query completely and correctly, or whether \
-more tool calls are needed.
-
-Context:
-- **Query:** {query}
-- **Available Tools:** {tools}
-- **Toolbox Metadata:** {metadata}
-- **Initial Analysis:** {analysis}
-- **Memory (Tools Used & Results):** {memory}
-
-Instructions:
-1.  Read the query, the initial analysis and the memory.
-2.  Check that every part of the query is answered by a result in memory.
-3.  Look for contradictions, and for facts that are unclear or still need checking.
-4.  Consider whether a tool not used yet could supply what is missing.
-
-Final Determination:
--   If the memory is enough, say why and conclude with "STOP".
--   If something is missing, say what and which tool could find it, and conclude with "CONTINUE".
-
-IMPORTANT: End the response with either "Conclusion: STOP" or "Conclusion: CONTINUE".
-"""
-
-GENERALIST_TEMPLATE = """
-Task: Write a concise final answer to the query from everything gathered.
-
-Context:
-- **Query:** {query}
-- **Initial Analysis:** {analysis}
-- **Actions Taken:** {memory}
-
-Instructions:
-1. Review the query and the results of every action.
-2. Summarise, step by step, how the query was addressed.
-3. Give a direct, precise answer to the query.
-
-Output Structure:
-1.  **Process Summary:** The steps taken, with the purpose and key result of each.
-2.  **Answer:** The direct, concise answer to the query.
-"""
-
-
-def _messages(user: str, wording: AgentFlowWording | None = None) -> list[Message]:
-    system = AGENTFLOW_SYSTEM if wording is None else wording.system_prompt
-    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+def _messages(user: str, pack: PromptPack) -> list[Message]:
+    return [{"role": "system", "content": pack.system_prompt}, {"role": "user", "content": user}]
 
 
 def analysis_messages(
-    question: str, tools: ToolSet, wording: AgentFlowWording | None = None
+    question: str, tools: ToolSet, wording: PromptPack | None = None
 ) -> list[Message]:
-    """The query-analysis request."""
-    if wording is not None:
-        values = {
-            "question": question,
-            "self.available_tools": available_tools(tools),
-            "self.toolbox_metadata": toolbox_metadata(tools, wording),
-        }
-        return _messages(wording.analysis.render(values), wording)
-    return _messages(
-        ANALYSIS_TEMPLATE.format(
-            query=question,
-            tools=available_tools(tools),
-            metadata=toolbox_metadata_text(tools),
-        ),
-        wording,
-    )
+    """The query-analysis request; ``wording``: the prompt pack (``None``: this project's)."""
+    pack = OWN_PACK if wording is None else wording
+    values = {
+        "question": question,
+        "self.available_tools": available_tools(tools),
+        "self.toolbox_metadata": toolbox_value(tools, pack),
+    }
+    return _messages(pack.analysis.render(values), pack)
 
 
 def command_messages(
@@ -167,69 +64,47 @@ def command_messages(
     sub_goal: str,
     context: str,
     tool: Tool,
-    wording: AgentFlowWording | None = None,
+    wording: PromptPack | None = None,
 ) -> list[Message]:
     """The executor's request for an ``execution = tool.execute(...)`` command."""
-    if wording is not None:
-        values = {
-            "question": question,
-            "sub_goal": sub_goal,
-            "tool_name": tool.name,
-            "tool_metadata": tool_metadata(tool, wording),
-            "context": context,
-        }
-        return _messages(wording.command.render(values), wording)
-    return _messages(
-        COMMAND_TEMPLATE.format(
-            query=question,
-            sub_goal=sub_goal,
-            tool_name=tool.name,
-            metadata=tool_metadata_text(tool),
-            context=context,
-        )
-    )
+    pack = OWN_PACK if wording is None else wording
+    values = {
+        "question": question,
+        "sub_goal": sub_goal,
+        "tool_name": tool.name,
+        "tool_metadata": tool_value(tool, pack),
+        "context": context,
+    }
+    return _messages(pack.command.render(values), pack)
 
 
 def verifier_messages(
-    memory: Memory, tools: ToolSet, wording: AgentFlowWording | None = None
+    memory: Memory, tools: ToolSet, wording: PromptPack | None = None
 ) -> list[Message]:
     """The verifier's request: does the memory answer the query (STOP) or not (CONTINUE)?"""
-    if wording is not None:
-        values = {
-            "question": memory.query,
-            "self.available_tools": available_tools(tools),
-            "self.toolbox_metadata": toolbox_metadata(tools, wording),
-            "query_analysis": analysis_text(memory.analysis),
-            "memory.get_actions()": memory_actions(memory, wording),
-        }
-        return _messages(wording.verifier.render(values), wording)
-    return _messages(
-        VERIFIER_TEMPLATE.format(
-            query=memory.query,
-            tools=available_tools(tools),
-            metadata=toolbox_metadata_text(tools),
-            analysis=analysis_text(memory.analysis),
-            memory=memory_actions_text(memory),
-        )
-    )
+    pack = OWN_PACK if wording is None else wording
+    values = {
+        "question": memory.query,
+        "self.available_tools": available_tools(tools),
+        "self.toolbox_metadata": toolbox_value(tools, pack),
+        "query_analysis": analysis_text(memory.analysis),
+        "memory.get_actions()": memory_value(memory, pack),
+    }
+    return _messages(pack.verifier.render(values), pack)
 
 
-def generalist_messages(memory: Memory, wording: AgentFlowWording | None = None) -> list[Message]:
-    """The request for the direct answer from the whole memory."""
-    if wording is not None:
-        values = {
-            "question": memory.query,
-            "self.query_analysis": _analysis_object_text(memory.analysis),
-            "memory.get_actions()": memory_actions(memory, wording),
-        }
-        return _messages(wording.generalist.render(values), wording)
-    return _messages(
-        GENERALIST_TEMPLATE.format(
-            query=memory.query,
-            analysis=analysis_text(memory.analysis),
-            memory=memory_actions_text(memory),
-        )
-    )
+def generalist_messages(memory: Memory, wording: PromptPack | None = None) -> list[Message]:
+    """The request for the direct answer from the whole memory (AgentFlow's prompt shows the
+    analysis as its model wrote it, ``self.query_analysis``; the own one as the planner sees
+    it, ``query_analysis``)."""
+    pack = OWN_PACK if wording is None else wording
+    values = {
+        "question": memory.query,
+        "self.query_analysis": _analysis_object_text(memory.analysis),
+        "query_analysis": analysis_text(memory.analysis),
+        "memory.get_actions()": memory_value(memory, pack),
+    }
+    return _messages(pack.generalist.render(values), pack)
 
 
 def _analysis_object_text(analysis: QueryAnalysis | None) -> str:

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import bm25s
 
+from agentflow_env.base.settings import read_env_var
 from agentflow_env.retrieval.bm25 import BM25Index, get_index, tokenize_for_search
 from agentflow_env.retrieval.corpus import Corpus, load_corpus_jsonl
 
@@ -38,7 +39,7 @@ class IndexStoreError(RuntimeError):
 
 def default_cache_dir() -> Path:
     """``$AGENTFLOW_ENV_CACHE/indexes``, else ``~/.cache/agentflow_env/indexes``."""
-    root = os.environ.get(CACHE_ENV_VAR)
+    root = read_env_var(CACHE_ENV_VAR)
     base = Path(root).expanduser() if root else Path.home() / ".cache" / "agentflow_env"
     return base / "indexes"
 

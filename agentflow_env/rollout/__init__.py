@@ -7,7 +7,8 @@ Modules:
   across ranks: ``lockstep``) that trains and evaluates;
 - ``pool``: the env pool every adapter shares; ``labels``: trainer labels, episode plans and the
   ``AGENTFLOW_*`` adapter settings; ``spec``: ``TaskSpec`` labels naming an env and a task;
-  ``label_files``: the label datasets in each trainer's row format (``agentflow-env labels``);
+  ``label_files``: the label datasets (``agentflow-env labels``) in a registered row format
+  (``row_formats``: the core's generic rows, the trainers' from their adapters);
 - ``token_episode``: one episode token-in-token-out over an async generate call, within a
   trainer's token budgets (verl's agent loop, SkyRL's generator); ``background_loop``: sessions
   for trainers that step envs from blocking code (SkyRL's ``BaseTextEnv``); ``vllm_outputs``:
@@ -17,36 +18,43 @@ Modules:
   ``failures``: zero-reward failure samples and the errors that stop a run; ``fail_fast``: the
   guard that stops a run whose first trajectories all fail the same way;
 - ``hf_generation``: Hugging Face generation with the package's one log-prob definition;
-- ``samples``: the trainer record and its two shapes;
+- ``samples``: the trainer record and its two shapes; ``trainer_episode``: one token-in-token-out
+  trajectory judged for its trainer, and its row fields;
 - ``group_credit``: the turn-level credit methods over a group's trajectories; ``turn_credit``:
-  their per-token advantages for a batch of episode results;
+  their advantages for a batch of trajectories grouped by label (the one home of credit);
+  ``held_out``: a held-out probe's pass rates;
 - ``train_diagnostics``: trainer-neutral training diagnostics; ``logprob_check``: any trainer's
   recorded log-probs against a model's forward pass (``agentflow-env check-logprobs``);
   ``trainer_samples``: OpenRLHF's, verl's and SkyRL's sample objects read for both;
 - ``demonstrations``, ``planners``, ``llm_planners``, ``probes``: expert demonstrations, scripted
   and model-backed planners, the probe tasks' labels and random demonstrators.
 
-The front door: a trainer adapter (``adapters/``) imports only the names below, from
+The front door: a trainer adapter (``adapters/``) imports only names of ``ADAPTER_API``, from
 ``agentflow_env.rollout`` (or the top ``agentflow_env`` package), never a module
-(``scripts/check_layers.py`` checks it). Grouped by what they are for:
+(``scripts/check_layers.py`` and ``tests/adapters/test_front_door.py`` check it); the rest of
+``__all__`` serves tests, examples and the CLI. Grouped by what they are for:
 
 - labels and settings: what a dataset row names and how an adapter is configured (``TaskSpec``,
   ``task_prompt``, ``read_task_spec``, ``plan_episode``, ``AdapterConfig`` from the
-  ``AGENTFLOW_*`` variables, ``ADAPTER_MAX_ACTION_TOKENS``);
+  ``AGENTFLOW_*`` variables, ``ADAPTER_MAX_ACTION_TOKENS``; any declared variable through
+  ``read_env_var`` or ``env_var_text``, a malformed one an ``EnvVarError``);
 - label files: the rows each trainer reads (``write_label_rows``, ``convert_label_file``,
-  ``verl_row``, ``skyrl_row``, ``add_label_commands`` and ``write_labels`` behind
-  ``agentflow-env labels``; ``VERL_AGENT_NAME`` and ``SKYRL_ENV_CLASS``, the names a verl or
-  SkyRL row selects the AgentFlow loop or env by);
+  ``add_label_commands`` and ``write_labels`` behind ``agentflow-env labels``); the row formats'
+  registry (``register_row_format``, which a trainer's ``adapters/<trainer>/<trainer>_row_format.py``
+  calls, ``load_row_formats``, ``load_row_file``, ``row_formats``, the core's ``GENERIC`` rows);
 - envs and sessions: the per-process env pool and the ``Session`` an adapter steps
-  (``EnvPool``, ``SharedEnvs``, ``LazySharedEnvs``);
+  (``EnvPool``, ``SharedEnvs``, whose ``judge`` counts a finished trajectory with the fail-fast
+  guard, ``LazySharedEnvs``);
 - the batched driver, for trainers that call generate on a batch (TRL): ``run_episodes``,
   ``EpisodeResult``, ``Generate``, ``default_pool``, the ranks' ``MaxAcrossRanks`` collective
   (``distributed_max``), ``HFGenerator``;
 - one episode token-in-token-out, for trainers that run one async trajectory at a time (verl,
   SkyRL): ``run_token_episode``, ``TokenBudget``, ``TokenEpisode`` and its end reasons;
+  ``run_trainer_episode``, the same judged and counted by the fail-fast guard, and its
+  ``TrainerEpisode`` (a row's logs, stop reason, ``padded_logprobs``, check-logprobs sample);
   ``BackgroundLoop`` for blocking callers;
 - vLLM outputs: ``read_request_output``, ``capped_params``, ``sampled_logprob``,
-  ``action_logprobs``;
+  ``action_logprobs``; ``CheckedEngine``, a trainer's vLLM engine checked every turn;
 - failures and the token check: the reward-0 sample of a failed trajectory and its logs
   (``filler_token_id``, ``episode_logs``, ``EPISODE_LOG_KEYS``, ``trajectory_failure``,
   ``warn_failed``), the errors that stop a run (``AdapterError``, ``SeamError`` and its
@@ -56,9 +64,12 @@ The front door: a trainer adapter (``adapters/``) imports only the names below, 
 - the trainer record and credit: ``TrainerSample``, the one record every driver returns in
   either sample shape (``SampleShape``: ``flat``, one per trajectory; ``turns``, one per planner
   turn on the prompt it acted on; ``turn_samples``), ``CreditMethod`` and ``token_advantages``
-  (per-token turn-level advantages of flat samples; ``group_key``: which labels form a group), ``turn_sample_advantages`` (Flow-GRPO's
-  group advantage broadcast to turn samples, either ``Normalization``, or turn-level credit);
-- diagnostics: ``DiagnosticsLog``, ``group_signal``, ``logprob_gap``, ``permuted``; samples for
+  (per-token turn-level advantages of flat samples, ``padded_rows`` to a trainer's width;
+  ``group_key``: which labels form a group), ``turn_sample_advantages`` (Flow-GRPO's group
+  advantage broadcast to turn samples, either ``Normalization``, or turn-level credit) and
+  ``grouped_turn_advantages`` over a batch's labels; ``check_credit_options``;
+- diagnostics: ``DiagnosticsLog``, ``StepFigures``, ``group_signal``, ``logprob_gap``,
+  ``planner_token_figures``, ``permuted``, ``held_out_pass_rates``; samples for
   ``agentflow-env check-logprobs`` (``dump_samples``, ``LogprobSample``) and the trainers' own
   sample objects read for it (``openrlhf_response_sample``, ``verl_samples``,
   ``skyrl_group_signal``, ...).
@@ -66,6 +77,7 @@ The front door: a trainer adapter (``adapters/``) imports only the names below, 
 
 from __future__ import annotations
 
+from agentflow_env.base.settings import EnvVarError, env_var_text, read_env_var
 from agentflow_env.rollout.agents.hf_generation import HFGenerator
 from agentflow_env.rollout.checks.fail_fast import FailFast, SystemicFailure, fail_fast_limit
 from agentflow_env.rollout.checks.failures import (
@@ -89,9 +101,11 @@ from agentflow_env.rollout.checks.token_check import (
 )
 from agentflow_env.rollout.checks.train_diagnostics import (
     DiagnosticsLog,
+    StepFigures,
     group_signal,
     logprob_gap,
     permuted,
+    planner_token_figures,
 )
 from agentflow_env.rollout.checks.trainer_samples import (
     openrlhf_experience_samples,
@@ -103,13 +117,8 @@ from agentflow_env.rollout.checks.trainer_samples import (
 )
 from agentflow_env.rollout.labels.label_files import (
     ADAPTER_SETTINGS,
-    LABEL_FORMATS,
-    SKYRL_ENV_CLASS,
-    VERL_AGENT_NAME,
     add_label_commands,
     convert_label_file,
-    skyrl_row,
-    verl_row,
     write_label_rows,
     write_labels,
 )
@@ -123,6 +132,14 @@ from agentflow_env.rollout.labels.plans import (
     read_task_spec,
     task_prompt,
 )
+from agentflow_env.rollout.labels.row_formats import (
+    GENERIC,
+    Row,
+    load_row_file,
+    load_row_formats,
+    register_row_format,
+    row_formats,
+)
 from agentflow_env.rollout.labels.spec import DEFAULT_ENV_ID, TaskSpec, TaskSpecError
 from agentflow_env.rollout.training.background_loop import BackgroundLoop
 from agentflow_env.rollout.training.driver import (
@@ -132,6 +149,7 @@ from agentflow_env.rollout.training.driver import (
     run_episodes,
 )
 from agentflow_env.rollout.training.group_credit import CreditMethod, Normalization
+from agentflow_env.rollout.training.held_out import held_out_pass_rates
 from agentflow_env.rollout.training.lockstep import MaxAcrossRanks, distributed_max
 from agentflow_env.rollout.training.pool import EnvPool, LazySharedEnvs, SharedEnvs, build_env
 from agentflow_env.rollout.training.samples import (
@@ -151,8 +169,20 @@ from agentflow_env.rollout.training.token_episode import (
     TokenEpisode,
     run_token_episode,
 )
-from agentflow_env.rollout.training.turn_credit import group_key, token_advantages
+from agentflow_env.rollout.training.trainer_episode import (
+    TrainerEpisode,
+    padded_logprobs,
+    run_trainer_episode,
+)
+from agentflow_env.rollout.training.turn_credit import (
+    check_credit_options,
+    group_key,
+    grouped_turn_advantages,
+    padded_rows,
+    token_advantages,
+)
 from agentflow_env.rollout.training.vllm_outputs import (
+    CheckedEngine,
     action_logprobs,
     capped_params,
     read_request_output,
@@ -160,58 +190,47 @@ from agentflow_env.rollout.training.vllm_outputs import (
 )
 from agentflow_env.workflow.session import Session
 
-__all__ = [
+ADAPTER_API = (
+    # What the trainer adapters (adapters/) import, by what it is for; tests/adapters/
+    # test_front_door.py holds them to it. The rest of __all__ serves tests, examples, the CLI.
     # labels and settings
     "DEFAULT_ENV_ID",
-    "ADAPTER_MAX_ACTION_TOKENS",
     "SAMPLES_VARIABLE",
     "AdapterConfig",
-    "EpisodePlan",
-    "TaskSpec",
-    "TaskSpecError",
-    "parse_task_prompt",
-    "plan_episode",
-    "read_task_spec",
+    "env_var_text",
+    "read_env_var",
     "task_prompt",
-    # label files
+    # label files and row formats
     "ADAPTER_SETTINGS",
-    "LABEL_FORMATS",
-    "SKYRL_ENV_CLASS",
-    "VERL_AGENT_NAME",
+    "Row",
     "add_label_commands",
     "convert_label_file",
-    "skyrl_row",
-    "verl_row",
+    "load_row_file",
+    "load_row_formats",
+    "register_row_format",
     "write_label_rows",
     "write_labels",
     # envs and sessions
-    "EnvPool",
     "LazySharedEnvs",
     "Session",
     "SharedEnvs",
-    "build_env",
     # the batched driver
     "EpisodeResult",
     "Generate",
     "HFGenerator",
     "MaxAcrossRanks",
     "default_pool",
-    "distributed_max",
     "run_episodes",
     # one episode token-in-token-out
-    "ABORTED",
-    "DONE",
-    "ERROR",
-    "PROMPT_BUDGET",
-    "RESPONSE_BUDGET",
     "BackgroundLoop",
     "TokenBudget",
     "TokenEpisode",
+    "TrainerEpisode",
+    "padded_logprobs",
     "run_token_episode",
+    "run_trainer_episode",
     # vLLM outputs
-    "action_logprobs",
-    "capped_params",
-    "read_request_output",
+    "CheckedEngine",
     "sampled_logprob",
     # failures and the token check
     "EPISODE_LOG_KEYS",
@@ -220,8 +239,6 @@ __all__ = [
     "MismatchHints",
     "SeamError",
     "SeamLatch",
-    "SystemicFailure",
-    "TokenMismatchError",
     "TrainerSequence",
     "describe_mismatch",
     "episode_logs",
@@ -229,7 +246,6 @@ __all__ = [
     "failure_reason",
     "filler_token_id",
     "hf_encoder",
-    "trajectory_failure",
     "warn_failed",
     # the trainer record and credit
     "SAMPLE_SHAPES",
@@ -237,21 +253,143 @@ __all__ = [
     "Normalization",
     "SampleShape",
     "TrainerSample",
-    "group_key",
+    "check_credit_options",
+    "grouped_turn_advantages",
+    "padded_rows",
     "token_advantages",
+    # diagnostics
+    "LogprobSample",
+    "StepFigures",
+    "dump_samples",
+    "group_signal",
+    "held_out_pass_rates",
+    "openrlhf_response_sample",
+    "permuted",
+    "planner_token_figures",
+    "skyrl_group_signal",
+    "skyrl_samples",
+)
+"""The names the trainer adapters import: an adapter needs no other (``tests/adapters/
+test_front_door.py``). ``__all__`` holds them first, then the names for tests, examples and the
+CLI."""
+
+__all__ = [
+    # -- ADAPTER_API
+    # labels and settings
+    "DEFAULT_ENV_ID",
+    "SAMPLES_VARIABLE",
+    "AdapterConfig",
+    "env_var_text",
+    "read_env_var",
+    "task_prompt",
+    # label files and row formats
+    "ADAPTER_SETTINGS",
+    "Row",
+    "add_label_commands",
+    "convert_label_file",
+    "load_row_file",
+    "load_row_formats",
+    "register_row_format",
+    "write_label_rows",
+    "write_labels",
+    # envs and sessions
+    "LazySharedEnvs",
+    "Session",
+    "SharedEnvs",
+    # the batched driver
+    "EpisodeResult",
+    "Generate",
+    "HFGenerator",
+    "MaxAcrossRanks",
+    "default_pool",
+    "run_episodes",
+    # one episode token-in-token-out
+    "BackgroundLoop",
+    "TokenBudget",
+    "TokenEpisode",
+    "TrainerEpisode",
+    "padded_logprobs",
+    "run_token_episode",
+    "run_trainer_episode",
+    # vLLM outputs
+    "CheckedEngine",
+    "sampled_logprob",
+    # failures and the token check
+    "EPISODE_LOG_KEYS",
+    "AdapterError",
+    "FailFast",
+    "MismatchHints",
+    "SeamError",
+    "SeamLatch",
+    "TrainerSequence",
+    "describe_mismatch",
+    "episode_logs",
+    "fail_fast_limit",
+    "failure_reason",
+    "filler_token_id",
+    "hf_encoder",
+    "warn_failed",
+    # the trainer record and credit
+    "SAMPLE_SHAPES",
+    "CreditMethod",
+    "Normalization",
+    "SampleShape",
+    "TrainerSample",
+    "check_credit_options",
+    "grouped_turn_advantages",
+    "padded_rows",
+    "token_advantages",
+    # diagnostics
+    "LogprobSample",
+    "StepFigures",
+    "dump_samples",
+    "group_signal",
+    "held_out_pass_rates",
+    "openrlhf_response_sample",
+    "permuted",
+    "planner_token_figures",
+    "skyrl_group_signal",
+    "skyrl_samples",
+    # -- the rest
+    # labels and settings
+    "ADAPTER_MAX_ACTION_TOKENS",
+    "EnvVarError",
+    "EpisodePlan",
+    "TaskSpec",
+    "TaskSpecError",
+    "parse_task_prompt",
+    "plan_episode",
+    "read_task_spec",
+    # label files and row formats
+    "GENERIC",
+    "row_formats",
+    # envs and sessions
+    "EnvPool",
+    "build_env",
+    # the batched driver
+    "distributed_max",
+    # one episode token-in-token-out
+    "ABORTED",
+    "DONE",
+    "ERROR",
+    "PROMPT_BUDGET",
+    "RESPONSE_BUDGET",
+    # vLLM outputs
+    "action_logprobs",
+    "capped_params",
+    "read_request_output",
+    # failures and the token check
+    "SystemicFailure",
+    "TokenMismatchError",
+    "trajectory_failure",
+    # the trainer record and credit
+    "group_key",
     "turn_sample_advantages",
     "turn_samples",
     # diagnostics
     "DiagnosticsLog",
-    "LogprobSample",
-    "dump_samples",
-    "group_signal",
     "logprob_gap",
     "openrlhf_experience_samples",
-    "openrlhf_response_sample",
-    "permuted",
-    "skyrl_group_signal",
-    "skyrl_samples",
     "verl_group_signal",
     "verl_samples",
 ]

@@ -7,10 +7,10 @@ locally and against ``agentflow-env serve-retriever`` on the same corpus and ret
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from agentflow_env.base.settings import read_env_var
 from agentflow_env.retrieval.corpus import Corpus, Document, format_documents
 from agentflow_env.retrieval.dense import (
     DEFAULT_DENSE_MODEL,
@@ -77,7 +77,7 @@ class SearchTool(Tool):
         self.retriever = retriever
         self.dense_model = dense_model or DEFAULT_DENSE_MODEL
         if retriever_url is None:
-            retriever_url = os.environ.get(RETRIEVER_URL_ENV_VAR, "")
+            retriever_url = read_env_var(RETRIEVER_URL_ENV_VAR) or ""
         self.remote: RemoteRetriever | None = None
         urls = retriever_urls(retriever_url)
         if urls:

@@ -36,8 +36,14 @@ from agentflow_env.tools.agentflow.metadata import require_llm_engine, user_meta
 from agentflow_env.tools.base import Tool
 from agentflow_env.tools.registry import ToolSet
 from agentflow_env.workflow.actions import FINISH_TOOL_NAME
-from agentflow_env.workflow.agentflow_source import AgentFlowWording
 from agentflow_env.workflow.memory import Memory, MemoryEntry, QueryAnalysis, cached_text
+from agentflow_env.workflow.own_pack import (
+    AGENTFLOW_SYSTEM,
+    NO_TOOL_COMMAND,
+    NO_TOOL_RESULT,
+    OWN_PACK,
+)
+from agentflow_env.workflow.prompt_pack import PromptPack
 
 __all__ = [
     "AGENTFLOW_SYSTEM",
@@ -50,54 +56,17 @@ __all__ = [
     "command_text",
     "memory_actions",
     "memory_actions_text",
+    "memory_value",
     "tool_metadata",
     "tool_metadata_text",
+    "tool_value",
     "toolbox_metadata",
     "toolbox_metadata_text",
+    "toolbox_value",
 ]
-
-AGENTFLOW_SYSTEM = "You are a helpful, creative, and smart assistant."
-"""The system prompt every AgentFlow model call runs under (its engines' default): kept verbatim,
-since a trained planner saw it in every prompt."""
-
-NO_TOOL_COMMAND = "No command: the selected tool is not available."
-NO_TOOL_RESULT = "No result: the selected tool is not available."
-"""What a turn that named no usable tool records as its command and result (AgentFlow records such
-a step too, and its verifier still runs)."""
 
 _PYTHON_TYPES = {"string": "str", "integer": "int", "number": "float", "boolean": "bool"}
 _DEMO_CALL = re.compile(r"^\s*[A-Za-z_][\w.]*\((.*)\)\s*$", re.DOTALL)
-
-PLANNER_TEMPLATE = """
-Task: Decide the most useful next step toward answering the query, using the available tools \
-and what the previous steps found.
-
-Context:
-- **Query:** {query}
-- **Query Analysis:** {analysis}
-- **Available Tools:** {tools}
-- **Toolbox Metadata:** {metadata}
-- **Previous Steps:** {steps}
-
-Instructions:
-1. Study the query, the steps taken so far and the tools that are available.
-2. Pick the **single best tool** for the next step.
-3. State a concrete **sub-goal** that this tool can achieve.
-4. Give the tool every piece of **context** it needs (data, names, values from earlier steps).
-
-Response Format:
-1.  **Justification:** Why this tool and this sub-goal.
-2.  **Context:** Everything the tool needs to know.
-3.  **Sub-Goal:** The objective of this step for the tool.
-4.  **Tool Name:** The exact name of the chosen tool.
-
-Rules:
-- Choose exactly ONE tool.
-- The tool must be able to achieve the sub-goal directly.
-- The Context section must hold all the information the tool needs.
-- End the response with the Context, Sub-Goal and Tool Name sections, in that order, and add \
-nothing after them.
-"""
 
 FINISH_RULE = (
     "- Once the previous steps answer the query, end the task instead of choosing a tool: reply "
@@ -113,7 +82,7 @@ def agentflow_planner_messages(
     *,
     show_sub_questions: bool = False,
     finish: bool = False,
-    wording: AgentFlowWording | None = None,
+    wording: PromptPack | None = None,
     turn: int | None = None,
     max_turns: int | None = None,
 ) -> list[dict[str, str]]:
@@ -123,37 +92,26 @@ def agentflow_planner_messages(
     ``wording``: AgentFlow's own, read from a checkout (else this project's); ``turn`` and
     ``max_turns`` fill a step counter where its prompt has one (its text-only prompt has none).
     """
-    analysis = analysis_text(memory.analysis, show_sub_questions=show_sub_questions)
-    if wording is None:
-        system = AGENTFLOW_SYSTEM
-        user = PLANNER_TEMPLATE.format(
-            query=memory.query,
-            analysis=analysis,
-            tools=available_tools(tools),
-            metadata=toolbox_metadata_text(tools),
-            steps=memory_actions_text(memory),
-        )
-    else:
-        system = wording.system_prompt
-        step = len(memory) + 1 if turn is None else turn
-        user = wording.planner.render(
-            {
-                "question": memory.query,
-                "query_analysis": analysis,
-                "self.available_tools": available_tools(tools),
-                "self.toolbox_metadata": toolbox_metadata(tools, wording),
-                "memory.get_actions()": memory_actions(memory, wording),
-                "step_count": step,
-                "max_step_count": max_turns,
-                "max_step_count - step_count": None if max_turns is None else max_turns - step,
-            }
-        )
+    pack = OWN_PACK if wording is None else wording
+    step = len(memory) + 1 if turn is None else turn
+    user = pack.planner.render(
+        {
+            "question": memory.query,
+            "query_analysis": analysis_text(memory.analysis, show_sub_questions=show_sub_questions),
+            "self.available_tools": available_tools(tools),
+            "self.toolbox_metadata": toolbox_value(tools, pack),
+            "memory.get_actions()": memory_value(memory, pack),
+            "step_count": step,
+            "max_step_count": max_turns,
+            "max_step_count - step_count": None if max_turns is None else max_turns - step,
+        }
+    )
     if finish:
         if not user.endswith("\n"):  # AgentFlow's prompt ends in indentation: the rule goes
             user = user.rstrip(" \t")  # on the line after its last one
             user += "" if user.endswith("\n") else "\n"
         user += FINISH_RULE
-    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+    return [{"role": "system", "content": pack.system_prompt}, {"role": "user", "content": user}]
 
 
 def available_tools(tools: ToolSet) -> list[str]:
@@ -161,8 +119,25 @@ def available_tools(tools: ToolSet) -> list[str]:
     return list(tools.names)
 
 
+def toolbox_value(tools: ToolSet, pack: PromptPack) -> Any:
+    """What fills ``self.toolbox_metadata``: the metadata dict, or for the own pack its text
+    (the same rendering, made once per tool set)."""
+    return toolbox_metadata_text(tools) if pack is OWN_PACK else toolbox_metadata(tools, pack)
+
+
+def tool_value(tool: Tool, pack: PromptPack) -> Any:
+    """What fills ``tool_metadata`` (the executor's prompt), as ``toolbox_value``."""
+    return tool_metadata_text(tool) if pack is OWN_PACK else tool_metadata(tool, pack)
+
+
+def memory_value(memory: Memory, pack: PromptPack) -> Any:
+    """What fills ``memory.get_actions()``, as ``toolbox_value`` (the own pack's text is made
+    once per memory entry)."""
+    return memory_actions_text(memory) if pack is OWN_PACK else memory_actions(memory, pack)
+
+
 def toolbox_metadata(
-    tools: ToolSet, wording: AgentFlowWording | None = None
+    tools: ToolSet, wording: PromptPack | None = None
 ) -> dict[str, dict[str, Any]]:
     """Tool name -> its metadata dict, in order (rendered as a Python dict)."""
     return {tool.name: tool_metadata(tool, wording) for tool in tools}
@@ -210,13 +185,12 @@ _TOOL_TEXTS: weakref.WeakKeyDictionary[Tool, Any] = weakref.WeakKeyDictionary()
 """Per tool set and per tool: the card(s) a text was made from, and the text."""
 
 
-def tool_metadata(tool: Tool, wording: AgentFlowWording | None = None) -> dict[str, Any]:
+def tool_metadata(tool: Tool, wording: PromptPack | None = None) -> dict[str, Any]:
     """One tool's metadata with AgentFlow's keys: the checkout's own for a tool it has (by
     name, verbatim), else from the tool's card."""
-    if wording is not None:
-        found = wording.card(tool.name)
-        if found is not None:
-            return dict(found)
+    found = None if wording is None else wording.card(tool.name)
+    if found is not None:
+        return dict(found)
     card = tool.card
     return {
         "tool_name": card.name,
@@ -262,9 +236,7 @@ def _python_literal(value: Any) -> str:
     return repr(value)
 
 
-def memory_actions(
-    memory: Memory, wording: AgentFlowWording | None = None
-) -> dict[str, dict[str, Any]]:
+def memory_actions(memory: Memory, wording: PromptPack | None = None) -> dict[str, dict[str, Any]]:
     """``{'Action Step n': {'tool_name', 'sub_goal', 'command', 'result'}}`` with full results
     (a list of the call's outputs, as AgentFlow's executor returns them); a step with no usable
     tool in ``wording``'s words where given."""
@@ -287,22 +259,17 @@ def _action_text(entry: MemoryEntry) -> str:
     return repr(_action(entry))
 
 
-def _action(entry: MemoryEntry, wording: AgentFlowWording | None = None) -> dict[str, Any]:
+def _action(entry: MemoryEntry, wording: PromptPack | None = None) -> dict[str, Any]:
     if entry.selected_tool is None:
         named = entry.unmatched_tool
-        if wording is None:
-            unmatched = None if named is None else f"No matched tool given: {named}"
-            command, result_text = NO_TOOL_COMMAND, NO_TOOL_RESULT
-        else:
-            unmatched = (
-                None if named is None else wording.unmatched_tool.render({"tool_name": named})
-            )
-            command, result_text = wording.no_tool_command, wording.no_tool_result
+        pack = OWN_PACK if wording is None else wording
         return {
-            "tool_name": unmatched,
+            "tool_name": None
+            if named is None
+            else pack.unmatched_tool.render({"tool_name": named}),
             "sub_goal": entry.sub_goal or None,
-            "command": command,
-            "result": result_text,
+            "command": pack.no_tool_command,
+            "result": pack.no_tool_result,
         }
     result: Any = [entry.tool_result] if entry.tool_ok else [f"Error: {' | '.join(entry.errors)}"]
     if entry.tool_value is not None:  # the value AgentFlow's tool returns (a dict, say)

@@ -16,13 +16,19 @@ A checkout that lacks a file or a piece raises ``AgentFlowSourceError`` naming b
 from __future__ import annotations
 
 import ast
-import copy
 import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from agentflow_env.workflow.prompt_pack import (
+    Placeholder,
+    PromptPack,
+    Template,
+    ToolCardSource,
+    read_pack,
+)
 
 __all__ = [
     "ANALYSIS_FIELDS",
@@ -32,20 +38,12 @@ __all__ = [
     "SOURCE_ENV_VAR",
     "VERIFIER_FIELDS",
     "AgentFlowSourceError",
-    "AgentFlowWording",
-    "Placeholder",
-    "Template",
-    "ToolCardSource",
     "checkout_commit",
     "read_agentflow_source",
-    "source_label",
 ]
 
 SOURCE_ENV_VAR = "AGENTFLOW_SOURCE"
 """The environment variable naming the checkout when ``agentflow_source`` is not given."""
-
-OWN_WORDING = "own"
-"""How a summary names this project's own wording."""
 
 # The files read, relative to the checkout's root (the folder holding agentflow/, train/, test/).
 PACKAGE = Path("agentflow", "agentflow")
@@ -97,7 +95,6 @@ _CARD_KEYWORDS = (
     "demo_commands",
     "user_metadata",
 )
-_CONVERSIONS = {-1: None, ord("s"): str, ord("r"): repr, ord("a"): ascii}
 _HEX40 = re.compile(r"^[0-9a-f]{40}$")
 
 
@@ -106,134 +103,15 @@ class AgentFlowSourceError(ValueError):
     and the missing piece."""
 
 
-# -- templates -----------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Placeholder:
-    """One ``{expression!conversion:spec}`` of an f-string; ``expression`` is its source text."""
-
-    expression: str
-    conversion: int = -1
-    format_spec: str = ""
-
-    def format(self, value: Any) -> str:
-        convert = _CONVERSIONS[self.conversion]
-        return format(convert(value) if convert is not None else value, self.format_spec)
-
-
-@dataclass(frozen=True)
-class Template:
-    """An f-string as literal parts and placeholders, in order; ``where`` names its origin."""
-
-    parts: tuple[str | Placeholder, ...]
-    where: str
-
-    @property
-    def fields(self) -> tuple[str, ...]:
-        """The placeholders' expressions, in order of first use."""
-        seen: dict[str, None] = {}
-        for part in self.parts:
-            if isinstance(part, Placeholder):
-                seen.setdefault(part.expression)
-        return tuple(seen)
-
-    @property
-    def literal(self) -> str:
-        """The literal parts alone (for messages and tests)."""
-        return "".join(part for part in self.parts if isinstance(part, str))
-
-    def render(self, values: Mapping[str, Any]) -> str:
-        """The text the f-string gives when its expressions evaluate to ``values``."""
-        out: list[str] = []
-        for part in self.parts:
-            if isinstance(part, str):
-                out.append(part)
-            elif part.expression in values:
-                out.append(part.format(values[part.expression]))
-            else:
-                raise KeyError(f"{self.where}: no value for {{{part.expression}}}")
-        return "".join(out)
-
-
-# -- what a checkout gives ---------------------------------------------------------------------
-@dataclass(frozen=True)
-class ToolCardSource:
-    """One tool class of the checkout: its directory under ``tools/``, its class name and the
-    metadata dict AgentFlow's initializer builds for it (the planner sees it verbatim)."""
-
-    directory: str
-    class_name: str
-    metadata: Mapping[str, Any] = field(compare=False)
-
-    @property
-    def tool_name(self) -> str:
-        return str(self.metadata["tool_name"])
-
-
-@dataclass(frozen=True)
-class AgentFlowWording:
-    """Everything AgentFlow says to its models, read from one checkout."""
-
-    root: Path
-    commit: str | None
-    system_prompt: str
-    planner: Template
-    analysis: Template
-    command: Template
-    verifier: Template
-    generalist: Template
-    unmatched_tool: Template
-    """``tool_name`` of a step whose tool matched none (filled with the name the planner gave)."""
-    no_tool_command: str
-    no_tool_result: str
-    answer_suffix: str
-    """What AgentFlow's training rollout appends to each question (separator included)."""
-    tools: tuple[ToolCardSource, ...]
-    module_tools: Mapping[str, tuple[str, ...]] = field(compare=False, default_factory=dict)
-    """Tool directory -> the tool classes its ``tool.py`` holds, defined there or imported (the
-    classes AgentFlow's initializer loads for that directory), by class name."""
-
-    @property
-    def label(self) -> str:
-        """``AgentFlow's, from PATH at COMMIT``: what summaries say about the wording."""
-        return source_label(self.root, self.commit)
-
-    def card(self, tool_name: str) -> Mapping[str, Any] | None:
-        """A copy of the metadata of the tool named ``tool_name`` (``None`` if none has it)."""
-        for tool in self.tools:
-            if tool.tool_name == tool_name:
-                return copy.deepcopy(dict(tool.metadata))
-        return None
-
-    def toolbox(self, enabled: Sequence[str]) -> tuple[str, ...]:
-        """The tool list AgentFlow's initializer would give for ``enabled`` (class or tool
-        names): every tool class the enabled directories' modules hold, sorted by tool name.
-        A name it cannot place is left out, as AgentFlow leaves out a tool it fails to load."""
-        by_class = {tool.class_name: tool for tool in self.tools}
-        by_name = {tool.tool_name: tool for tool in self.tools}
-        names: set[str] = set()
-        for wanted in enabled:
-            tool = by_class.get(wanted) or by_name.get(wanted)
-            directory = tool.directory if tool else wanted.lower().replace("_tool", "")
-            for class_name in self.module_tools.get(directory, ()):
-                if class_name in by_class:
-                    names.add(by_class[class_name].tool_name)
-        return tuple(sorted(names))
-
-
-def source_label(root: str | os.PathLike[str] | None, commit: str | None = None) -> str:
-    """How summaries name the wording: ``own``, or ``AgentFlow's, from PATH at COMMIT``."""
-    if root is None:
-        return OWN_WORDING
-    at = f"at {commit}" if commit else "at an unknown commit (no readable .git)"
-    return f"AgentFlow's, from {root} {at}"
-
-
 # -- reading a checkout ---------------------------------------------------------------------------
-def read_agentflow_source(root: str | os.PathLike[str]) -> AgentFlowWording:
+def read_agentflow_source(root: str | os.PathLike[str]) -> PromptPack:
     """Read AgentFlow's wording from the checkout at ``root`` (its top folder, the one holding
-    ``agentflow/`` and ``train/``). Raises ``AgentFlowSourceError`` naming the file and the
-    piece a checkout lacks."""
+    ``agentflow/`` and ``train/``), or from a pack file written from one (``agentflow-env
+    agentflow-pack``). Raises ``AgentFlowSourceError`` naming the file and the piece a checkout
+    lacks (``PromptPackError`` for a file that is no pack)."""
     base = Path(root).expanduser()
+    if base.is_file():
+        return read_pack(base)
     if not base.is_dir():
         raise AgentFlowSourceError(
             f"agentflow_source={root}: not a directory (give the top folder of your AgentFlow "
@@ -249,8 +127,9 @@ def read_agentflow_source(root: str | os.PathLike[str]) -> AgentFlowWording:
     solver = _Module.read(base, SOLVER_FILE)
     command, result = _no_tool_texts(solver)
     tools, module_tools = _tool_cards(base)
-    return AgentFlowWording(
-        root=base,
+    return PromptPack(
+        name="agentflow",
+        origin=str(base),
         commit=checkout_commit(base),
         system_prompt=_system_prompt(_Module.read(base, ENGINE_FILE)),
         planner=planner.prompt("Planner", "generate_next_step", PLANNER_FIELDS),

@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from agentflow_env.workflow.action_input import DEFAULT_MAX_ACTION_TOKENS
-from agentflow_env.workflow.agentflow_source import AgentFlowWording
 from agentflow_env.workflow.observations import ObservationMode, check_observation_mode
 from agentflow_env.workflow.outcome import Termination, check_termination
+from agentflow_env.workflow.prompt_pack import PromptPack
 from agentflow_env.workflow.prompts import PromptStyle
-from agentflow_env.workflow.rewards import SCORERS, RewardName
+from agentflow_env.workflow.rewards import RewardName, check_reward
 from agentflow_env.workflow.shaping import REWARD_SHAPINGS, RewardShaping
 
 __all__ = [
@@ -72,10 +72,7 @@ class RewardConfig:
                 f"unknown reward shaping {self.reward_shaping!r}; "
                 f"choose one of {list(REWARD_SHAPINGS)}"
             )
-        if self.reward not in (*SCORERS, "llm_judge"):
-            raise ValueError(
-                f"unknown reward {self.reward!r}; choose one of {[*sorted(SCORERS), 'llm_judge']}"
-            )
+        check_reward(self.reward)
 
     def terminal_reward(self, score: float, metrics: Mapping[str, float]) -> float:
         """The answer's ``score`` less the costs of the episode's ``metrics``."""
@@ -119,7 +116,7 @@ class SessionConfig:
     budget_curve: bool = False
     """Add ``success_by_budget`` to the diagnostics at the end (``Session.success_by_budget``:
     one generalist call per budget shorter than the episode)."""
-    agentflow_wording: AgentFlowWording | None = None
+    agentflow_wording: PromptPack | None = None
     """AgentFlow's own words, read from the user's checkout (``agentflow_source``), for the
     ``"agentflow"`` prompt style; ``None``: this project's own wording."""
 

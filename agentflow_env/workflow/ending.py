@@ -11,7 +11,7 @@ from agentflow_env.workflow.episode_state import EpisodeDeps, EpisodeState
 from agentflow_env.workflow.frozen_modules import FinalAnswer
 from agentflow_env.workflow.module_calls import expect, module_failed, timed
 from agentflow_env.workflow.outcome import EndReason, EpisodeOutcome
-from agentflow_env.workflow.rewards import answer_score, scored_answer
+from agentflow_env.workflow.rewards import JUDGE, answer_score, check_scorer_for, scored_answer
 from agentflow_env.workflow.telemetry import episode_diagnostics
 
 
@@ -90,9 +90,10 @@ def is_correct(state: EpisodeState, task: Task, answer: str | None) -> bool:
 async def _score(state: EpisodeState, deps: EpisodeDeps, answer: str | None) -> float:
     task, config = deps.task, deps.config
     reward = config.reward.reward
-    if task.checker is not None and reward != "llm_judge":
+    if task.checker is not None and reward != JUDGE:
+        check_scorer_for(reward, task)  # refused when the session starts: never reached
         return float(is_correct(state, task, answer))
-    if reward != "llm_judge":
+    if reward != JUDGE:
         return answer_score(answer, task.gold_answers, reward)
     if config.judge is None:
         raise RuntimeError("reward='llm_judge' needs a judge in the session config")

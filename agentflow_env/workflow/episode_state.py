@@ -26,6 +26,7 @@ from agentflow_env.workflow.frozen_modules import Modules
 from agentflow_env.workflow.memory import Memory
 from agentflow_env.workflow.observations import Observation
 from agentflow_env.workflow.outcome import EpisodeMetrics, EpisodeOutcome
+from agentflow_env.workflow.prompts import style_rules
 from agentflow_env.workflow.shaping import PotentialTracker, make_shaping
 from agentflow_env.workflow.trajectory import TurnRecord
 
@@ -105,7 +106,9 @@ class EpisodeState:
         return cls(
             memory=Memory(task.question, tools),
             tool_context=ToolContext(
-                corpus=task.corpus, seed=seed, agentflow_shapes=config.prompt_style == "agentflow"
+                corpus=task.corpus,
+                seed=seed,
+                agentflow_shapes=style_rules(config.prompt_style).agentflow_shapes,
             ),
             shaping=PotentialTracker(make_shaping(reward.reward_shaping, reward.shaping_weight)),
         )

@@ -28,8 +28,8 @@ from agentflow_env.base.tokens import ChatTokenizer, SplitPoints
 from agentflow_env.base.untrusted import PlainText
 from agentflow_env.tools.registry import ToolSet
 from agentflow_env.workflow.action_input import MAX_TOKEN_ID
-from agentflow_env.workflow.agentflow_source import AgentFlowWording
 from agentflow_env.workflow.memory import Memory
+from agentflow_env.workflow.prompt_pack import PromptPack
 from agentflow_env.workflow.prompts import (
     Message,
     chat_continuation,
@@ -287,7 +287,7 @@ class PromptView:
     termination: str = "verifier"
     """Who may end the episode (``SessionConfig.termination``): the prompt describes the
     planner's finish action where it may finish."""
-    wording: AgentFlowWording | None = None
+    wording: PromptPack | None = None
     """AgentFlow's own words from the user's checkout (``SessionConfig.agentflow_wording``)."""
 
     @property

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from typing import Literal, get_args
 
 from agentflow_env.base.tokens import ChatTokenizer
@@ -10,14 +11,42 @@ from agentflow_env.base.untrusted import shorten
 from agentflow_env.tools.registry import ToolSet
 from agentflow_env.workflow.actions import FINISH_TOOL_NAME
 from agentflow_env.workflow.agentflow_format import agentflow_planner_messages
-from agentflow_env.workflow.agentflow_source import AgentFlowWording
 from agentflow_env.workflow.memory import Memory, QueryAnalysis, cached_text
 from agentflow_env.workflow.outcome import planner_may_finish, verifier_may_stop
+from agentflow_env.workflow.prompt_pack import PromptPack
 
 Message = dict[str, str]
 PromptStyle = Literal["full", "compact", "agentflow"]
 """The planner prompts: this project's (``"full"``), ``"compact"``, or AgentFlow's own format."""
 PROMPT_STYLES: tuple[str, ...] = get_args(PromptStyle)
+
+
+@dataclass(frozen=True)
+class StyleRules:
+    """What a prompt style changes beyond the planner's prompt: a style is this project's
+    prompt, or a prompt pack rendered in AgentFlow's formats plus these named behaviours."""
+
+    renders_pack: bool = False
+    """The planner and the LLM modules speak a ``PromptPack`` (``agentflow_source`` picks it)."""
+    exact_tool_names: bool = False
+    """Tool names match only as AgentFlow's planner matches them (no aliases, no fuzz)."""
+    agentflow_shapes: bool = False
+    """Tool results take AgentFlow's tools' shapes."""
+
+
+STYLE_RULES: dict[str, StyleRules] = {
+    "full": StyleRules(),
+    "compact": StyleRules(),
+    "agentflow": StyleRules(renders_pack=True, exact_tool_names=True, agentflow_shapes=True),
+}
+"""Prompt style -> its rules; the one place a style's behaviours are named."""
+
+
+def style_rules(style: str) -> StyleRules:
+    """The rules of ``style`` (``KeyError`` for a style that is not one of ``PROMPT_STYLES``)."""
+    return STYLE_RULES[style]
+
+
 MAX_FEEDBACK_FIELD_CHARS = 2000
 
 PLANNER_SYSTEM = """You are the planner of a tool-using agent. Each turn you choose ONE tool call \
@@ -76,7 +105,7 @@ def planner_messages(
     style: str = "full",
     show_sub_questions: bool = True,
     termination: str = "verifier",
-    wording: AgentFlowWording | None = None,
+    wording: PromptPack | None = None,
 ) -> list[Message]:
     """Messages for the planner's next turn (``turn`` counts from 1).
 
@@ -84,9 +113,9 @@ def planner_messages(
     own format, ``agentflow_format``). ``show_sub_questions``: the analysis's sub-questions and
     the verifier's open questions appear in the prompt (a hint AgentFlow never gives).
     ``termination``: with ``"planner"`` or ``"both"`` the prompt describes the finish action.
-    ``wording``: AgentFlow's own words, read from the user's checkout (``"agentflow"`` only).
+    ``wording``: the prompt pack a pack-rendering style speaks (``None``: this project's own).
     """
-    if style == "agentflow":
+    if style_rules(style).renders_pack:
         return agentflow_planner_messages(
             memory,
             tools,

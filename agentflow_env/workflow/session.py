@@ -46,6 +46,7 @@ from agentflow_env.workflow.observations import (
 )
 from agentflow_env.workflow.outcome import EndReason, EpisodeMetrics, EpisodeOutcome
 from agentflow_env.workflow.prompts import Message
+from agentflow_env.workflow.rewards import check_scorer_for
 from agentflow_env.workflow.telemetry import log_start, log_turn, step_info, turn_record
 from agentflow_env.workflow.trajectory import Trajectory, TurnRecord
 from agentflow_env.workflow.turn import analyze_query, begin_turn, run_turn
@@ -120,6 +121,7 @@ class Session:
             prompt_encoder = observations.encoder if observations else PromptEncoder(tokenizer)
         self.prompt_encoder = prompt_encoder
         self.config = config = config or SessionConfig()
+        check_scorer_for(config.reward.reward, task)  # a checker decides: a scorer may not
         self.observations = observations or make_observations(
             config.observation_mode, self.prompt_encoder
         )

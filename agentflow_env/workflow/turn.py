@@ -27,6 +27,7 @@ from agentflow_env.workflow.actions import (
 from agentflow_env.workflow.episode_state import EpisodeDeps, EpisodeState
 from agentflow_env.workflow.memory import MemoryEntry, QueryAnalysis, VerificationStatus
 from agentflow_env.workflow.module_calls import expect, module_failed, timed
+from agentflow_env.workflow.prompts import style_rules
 
 
 async def analyze_query(state: EpisodeState, deps: EpisodeDeps) -> QueryAnalysis:
@@ -202,7 +203,7 @@ def _tool_named(deps: EpisodeDeps, name: str) -> Tool | None:
     names (case, spaces and underscores aside, the shown names only), so a short or a
     misspelt name is an unknown tool there as it is in AgentFlow; else any forgiving
     spelling or alias."""
-    if deps.config.prompt_style != "agentflow":
+    if not style_rules(deps.config.prompt_style).exact_tool_names:
         return deps.tools.get(name)
     matched = match_agentflow_tool(name, deps.tools.names)
     return next((tool for tool in deps.tools if tool.name == matched), None)

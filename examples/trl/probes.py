@@ -1,8 +1,8 @@
 """Probe runs: does the TRL training path learn what a probe isolates, from reward alone?
 
-For each probe env (``AgentFlow-Probe-*-v0``, ``agentflow_env.envs.probes``) this builds the tiny
-planner of ``train_tiny_cpu.py`` (a Llama-style model from a config over the bundled 512-token
-BPE), fine-tunes it briefly on the probe's random demonstrator (``agentflow_env.rollout.agents.probes``:
+For each probe env (``AgentFlow-Probe-*-v0``, ``agentflow_env.envs.config.PROBE_ENV_IDS``)
+this builds the tiny planner of ``train_tiny_cpu.py`` (a Llama-style model from a config over the
+bundled 512-token BPE), fine-tunes it briefly on the probe's random demonstrator (``agentflow_env.rollout.agents.probes``:
 the warm start is at chance), measures greedy success on held-out test-split episodes, trains it
 with TRL's ``GRPOTrainer`` through ``adapters/trl/rollout.py`` (``make_rollout_func(env_id=...)``)
 and measures again on the same episodes. Writes ``OUT/<probe>.json``: start and final success,

@@ -53,6 +53,7 @@ from agentflow_env.envs.config.cli_options import (
 from agentflow_env.envs.config.fields import UnknownSettingError, setting
 from agentflow_env.envs.config.probes import (
     PROBE_CONFIGS,
+    PROBE_ENV_IDS,
     CopyingProbeConfig,
     DelayedCreditProbeConfig,
     ProbeEnvConfig,
@@ -66,6 +67,7 @@ __all__ = [
     "CODE_TOOLS",
     "DEFAULT_TOOLS",
     "PROBE_CONFIGS",
+    "PROBE_ENV_IDS",
     "SECTIONS",
     "CodeEnvConfig",
     "CodeKind",

@@ -4,10 +4,10 @@ corpus), and the objects built from their JSON forms (``build_tool``, ``module_c
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from typing import Any, get_args
 
+from agentflow_env.base.settings import env_var_text, llm_env_var, read_env_var
 from agentflow_env.envs.config.choices import ModuleBackend
 from agentflow_env.llm.client import LLMEndpoint, as_backend
 from agentflow_env.modules import ROLES
@@ -176,9 +176,12 @@ def _give_tool_llm(name: str, options: dict[str, Any]) -> None:
 def tools_endpoint_from_env(environ: Mapping[str, str] | None = None) -> LLMEndpoint | None:
     """The tools' endpoint from ``AGENTFLOW_TOOLS_*`` over ``AGENTFLOW_LLM_*``, or ``None`` when
     neither names a base URL or a model (a half-set endpoint is an error)."""
-    environ = os.environ if environ is None else environ
-    prefixes = (f"AGENTFLOW_{TOOLS_LLM_ROLE.upper()}_", "AGENTFLOW_LLM_")
-    if not any(environ.get(p + key) for p in prefixes for key in ("BASE_URL", "MODEL")):
+    roles = (TOOLS_LLM_ROLE, "llm")
+    if not any(
+        env_var_text(llm_env_var(role, key), environ)
+        for role in roles
+        for key in ("BASE_URL", "MODEL")
+    ):
         return None
     return LLMEndpoint.from_env(TOOLS_LLM_ROLE, environ)
 
@@ -204,7 +207,7 @@ def check_dataset_corpus(
     """
     if corpus is not None:
         return
-    remote = bool(retriever_urls(retriever_url or os.environ.get(RETRIEVER_URL_ENV_VAR, "")))
+    remote = bool(retriever_urls(retriever_url or read_env_var(RETRIEVER_URL_ENV_VAR) or ""))
     for tool in tools:
         if isinstance(tool, Mapping):
             local = _searches_locally(str(tool.get("name"))) and not (

@@ -51,6 +51,8 @@ def cli_option(item: dataclasses.Field, hint: Any) -> CliOption | None:
     """How setting ``item`` (of type ``hint``) is given on a command line; ``None`` when only
     Python can give it (objects such as a task source or a judge)."""
     members = union_members(hint)
+    if "choices" in item.metadata:  # a registry's names, as they are now
+        return CliOption("value", choices=tuple(str(c) for c in item.metadata["choices"]()))
     if bool in members:
         return CliOption("flag")
     if any(is_sequence(m) for m in members):
@@ -232,7 +234,7 @@ def _argument_kwargs(
     if option.kind == "flag":
         kwargs["action"] = argparse.BooleanOptionalAction  # --name and --no-name
     elif option.choices is not None:
-        choices: list[str] = []
+        choices = list(option.choices)
         for hint in hints.values():
             choices += [str(c) for c in get_args(_scalar(hint)) if str(c) not in choices]
         kwargs["choices"] = choices

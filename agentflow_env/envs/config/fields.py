@@ -29,6 +29,7 @@ def setting(
     minimum: float | None = None,
     check: Callable[[Any], None] | None = None,
     json_form: str | None = None,
+    choices: Callable[[], Sequence[str]] | None = None,
 ) -> Any:
     """A config field: its default and ``metadata``.
 
@@ -36,7 +37,8 @@ def setting(
     ``none_means`` what ``None`` stands for (shown as the default, and in messages); ``minimum``
     an inclusive lower bound for numbers; ``check`` a validator run before the type check
     (raising ``ValueError``); ``json_form`` how the value is written in JSON, when its type does
-    not say it.
+    not say it; ``choices`` the values a command line offers, when they are open to additions (a
+    registry's names, read when the options are made; ``check`` holds the value to them).
     """
     if section not in SECTIONS:
         raise ValueError(f"section must be one of {list(SECTIONS)}, got {section!r}")
@@ -46,6 +48,7 @@ def setting(
         ("minimum", minimum),
         ("check", check),
         ("json_form", json_form),
+        ("choices", choices),
     ):
         if value is not None:
             metadata[key] = value

@@ -157,3 +157,7 @@ PROBE_CONFIGS: tuple[type[ProbeEnvConfig], ...] = (
     DelayedCreditProbeConfig,
     CopyingProbeConfig,
 )
+"""The probe variants, in the order the probes are listed."""
+
+PROBE_ENV_IDS: dict[str, str] = {config.probe: config.env_id for config in PROBE_CONFIGS}
+"""Probe name (``tool_choice``, ``stop``, ``delayed_credit``, ``copying``) -> its env id."""

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
+from agentflow_env.base.settings import read_env_var
 from agentflow_env.envs.config.checks import check_modules, check_tools
 from agentflow_env.envs.config.choices import (
     DEFAULT_TOOLS,
@@ -36,14 +37,12 @@ from agentflow_env.retrieval.hybrid import RetrieverKind
 from agentflow_env.retrieval.remote import retriever_urls
 from agentflow_env.tasks.base import TaskSource
 from agentflow_env.tools.base import Tool
-from agentflow_env.workflow.agentflow_source import (
-    SOURCE_ENV_VAR,
-    AgentFlowWording,
-    read_agentflow_source,
-    source_label,
-)
+from agentflow_env.workflow.agentflow_source import SOURCE_ENV_VAR, read_agentflow_source
 from agentflow_env.workflow.config import AnswerJudge, RewardConfig, SessionConfig
 from agentflow_env.workflow.frozen_modules import Modules
+from agentflow_env.workflow.prompt_pack import PromptPack, source_label
+from agentflow_env.workflow.prompts import style_rules
+from agentflow_env.workflow.rewards import check_reward, reward_names
 
 _C = TypeVar("_C", bound="EnvConfig")
 
@@ -143,7 +142,13 @@ class EnvConfig(abc.ABC):
         none_means="the AGENTFLOW_<ROLE>_* / AGENTFLOW_LLM_* environment variables",
     )
     # -- reward
-    reward: RewardName = session_setting("reward", help="episode reward", section="reward")
+    reward: RewardName = session_setting(
+        "reward",
+        help="episode reward",
+        section="reward",
+        check=check_reward,
+        choices=reward_names,
+    )
     lambda_calls: float = session_setting(
         "lambda_calls",
         help="subtracted from the final reward per tool call",
@@ -239,6 +244,13 @@ class EnvConfig(abc.ABC):
         section="observations",
         none_means=f"${SOURCE_ENV_VAR} if set, else this project's own wording",
     )
+    agentflow_commit: str | None = setting(
+        None,
+        help="the commit the AgentFlow wording must come from: a checkout or pack at another "
+        "commit is refused (labels written from a source record it)",
+        section="observations",
+        none_means="any commit",
+    )
     show_sub_questions: bool = session_setting(
         "show_sub_questions",
         help="show the query analysis's sub-questions and the verifier's open questions to the "
@@ -280,7 +292,7 @@ class EnvConfig(abc.ABC):
             object.__setattr__(self, item.name, value)
         if isinstance(self.retriever_url, tuple):  # replicas: one comma-separated string
             object.__setattr__(self, "retriever_url", ",".join(self.retriever_url))
-        if self.agentflow_source is not None and self.prompt_style != "agentflow":
+        if self.agentflow_source is not None and not style_rules(self.prompt_style).renders_pack:
             raise ValueError(
                 "agentflow_source= supplies AgentFlow's wording to prompt_style='agentflow' "
                 f"(preset agentflow_eval or agentflow_train), not to {self.prompt_style!r}"
@@ -299,18 +311,27 @@ class EnvConfig(abc.ABC):
     def agentflow_source_path(self) -> str | None:
         """The AgentFlow checkout the env takes its wording from: ``agentflow_source``, else
         ``$AGENTFLOW_SOURCE`` (only under ``prompt_style="agentflow"``); ``None``: its own."""
-        if self.prompt_style != "agentflow":
+        if not style_rules(self.prompt_style).renders_pack:
             return None
         if self.agentflow_source is not None:
             return os.fspath(self.agentflow_source)
-        return os.environ.get(SOURCE_ENV_VAR) or None
+        return read_env_var(SOURCE_ENV_VAR)
 
-    def agentflow_wording(self) -> AgentFlowWording | None:
+    def agentflow_wording(self) -> PromptPack | None:
         """AgentFlow's wording read from the checkout (``agentflow_source_path``), or ``None``
         for this project's own. A checkout that lacks a piece raises ``ValueError`` naming the
         file and the piece."""
         path = self.agentflow_source_path()
-        return None if path is None else read_agentflow_source(path)
+        if path is None:
+            return None
+        pack = read_agentflow_source(path)
+        if self.agentflow_commit is not None and pack.commit != self.agentflow_commit:
+            raise ValueError(
+                f"agentflow_source={path} is {pack.label}, but these settings were written "
+                f"for commit {self.agentflow_commit} (agentflow_commit=): give the checkout or "
+                "pack at that commit"
+            )
+        return pack
 
     def wording_label(self) -> str:
         """``own``, or ``AgentFlow's, from PATH at COMMIT`` (for summaries and checks)."""

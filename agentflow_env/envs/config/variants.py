@@ -16,7 +16,7 @@ from agentflow_env.envs.config.fields import equals_default, field_defaults, set
 from agentflow_env.envs.config.shared import EnvConfig, tools_setting
 from agentflow_env.retrieval.corpus import Corpus
 from agentflow_env.tasks.base import ListTaskSource, Task, TaskSource
-from agentflow_env.tasks.code import FACT_MATH, CodeTaskSource
+from agentflow_env.tasks.code import CHECKED_KINDS, FACT_MATH, CodeTaskSource
 from agentflow_env.tasks.sources import (
     check_distractors,
     check_hops,
@@ -24,6 +24,7 @@ from agentflow_env.tasks.sources import (
     synthetic_source,
 )
 from agentflow_env.tools.base import Tool
+from agentflow_env.workflow.rewards import CHECKED, JUDGE
 
 
 # -- the synthetic-world settings both variants have -------------------------------------------
@@ -236,6 +237,14 @@ class CodeEnvConfig(EnvConfig):
         return (self.kinds,) if isinstance(self.kinds, str) else tuple(self.kinds)
 
     def check(self) -> None:
+        checked = [kind for kind in self.kinds_tuple() if kind in CHECKED_KINDS]
+        if checked and self.reward not in (*CHECKED, JUDGE):
+            raise ValueError(
+                f"reward={self.reward!r} cannot score {', '.join(checked)} tasks: their checker "
+                f"decides (any valid expression is right, which gold answers cannot list); use "
+                f"{', '.join(CHECKED)} (both give way to the checker) or {JUDGE}, or leave "
+                f"{', '.join(checked)} out of kinds"
+            )
         world = {"world_seed": self.world_seed, "world_size": self.world_size}
         given = [f"{name}=" for name, value in world.items() if value is not None]
         kinds = self.kinds_tuple()

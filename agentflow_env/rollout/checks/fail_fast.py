@@ -18,9 +18,11 @@ import re
 import threading
 from collections.abc import Mapping
 
+from agentflow_env.base.settings import ENV_VARS, read_env_var
 from agentflow_env.rollout.checks.failures import AdapterError, trajectory_failure
 
-DEFAULT_FAIL_FAST = 16
+FAIL_FAST_VARIABLE = "AGENTFLOW_FAIL_FAST"
+DEFAULT_FAIL_FAST: int = ENV_VARS[FAIL_FAST_VARIABLE].default
 """How many trajectories in a row, failing the same way at a process's start, stop the run."""
 
 _HINTS: tuple[tuple[str, str], ...] = (
@@ -105,18 +107,9 @@ class FailFast:
         )
 
 
-def fail_fast_limit(environ: Mapping[str, str]) -> int:
+def fail_fast_limit(environ: Mapping[str, str] | None = None) -> int:
     """``AGENTFLOW_FAIL_FAST`` as an integer >= 0 (default ``DEFAULT_FAIL_FAST``)."""
-    raw = environ.get("AGENTFLOW_FAIL_FAST", "").strip()
-    if not raw:
-        return DEFAULT_FAIL_FAST
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ValueError(f"AGENTFLOW_FAIL_FAST must be an integer >= 0, got {raw!r:.40}") from None
-    if value < 0:
-        raise ValueError(f"AGENTFLOW_FAIL_FAST must be an integer >= 0, got {value}")
-    return value
+    return int(read_env_var(FAIL_FAST_VARIABLE, environ))
 
 
 __all__ = [

@@ -37,6 +37,7 @@ from typing import Any
 
 from agentflow_env.base.errors import DatasetError
 from agentflow_env.base.jsonl import jsonl_line, read_jsonl
+from agentflow_env.base.settings import ENV_VARS, read_env_var
 from agentflow_env.rollout.checks.train_diagnostics import logprob_gap
 
 __all__ = [
@@ -60,7 +61,7 @@ DUMP_ENV = "AGENTFLOW_DUMP_SAMPLES"
 """Path of the JSONL file the adapters append their samples to (``{pid}``: the process id)."""
 DUMP_MAX_ENV = "AGENTFLOW_DUMP_SAMPLES_MAX"
 """At most this many samples per process (default 64): the first ones, sampled at step 0."""
-DEFAULT_DUMP_MAX = 64
+DEFAULT_DUMP_MAX: int = ENV_VARS[DUMP_MAX_ENV].default
 
 
 @dataclass(frozen=True)
@@ -268,17 +269,13 @@ _DUMPS: dict[tuple[str, int, int], SampleDump] = {}
 _DUMPS_LOCK = threading.Lock()
 
 
-def sample_dump(environ: Mapping[str, str] = os.environ) -> SampleDump | None:
+def sample_dump(environ: Mapping[str, str] | None = None) -> SampleDump | None:
     """This process's ``SampleDump`` when ``AGENTFLOW_DUMP_SAMPLES`` names a file (at most
     ``AGENTFLOW_DUMP_SAMPLES_MAX`` samples, default 64), else ``None``; one per setting."""
-    path = environ.get(DUMP_ENV, "").strip()
+    path = read_env_var(DUMP_ENV, environ)
     if not path:
         return None
-    raw = environ.get(DUMP_MAX_ENV, "").strip()
-    try:
-        limit = int(raw) if raw else DEFAULT_DUMP_MAX
-    except ValueError:
-        raise ValueError(f"{DUMP_MAX_ENV} must be an integer, got {raw!r}") from None
+    limit = read_env_var(DUMP_MAX_ENV, environ)
     with _DUMPS_LOCK:
         key = (path, limit, os.getpid())  # a forked worker writes its own ``{pid}`` file
         dump = _DUMPS.get(key)

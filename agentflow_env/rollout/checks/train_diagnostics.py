@@ -13,7 +13,10 @@ verl or SkyRL reads the numbers a CPU user of TRL reads:
   every member) and how large the advantages are.
 - ``permuted``: the null control's advantages, shuffled across the batch, so a gain can be read
   against what the optimizer does with the same step sizes and no signal.
-- ``DiagnosticsLog``: one JSON line per training step.
+- ``DiagnosticsLog``: one JSON line per training step; ``StepFigures``: a step's figures as a
+  trainer collects them, handed out (and logged) at the step's end;
+- ``planner_token_figures``: entropy, KL to the starting policy and the log-prob gap on planner
+  tokens from a trainer's forward pass (its tensors, read through their methods).
 
 ``docs/training-diagnostics.md`` says how to read each figure.
 """
@@ -30,14 +33,18 @@ from typing import IO, Any
 __all__ = [
     "GAP_POSITIONS",
     "DiagnosticsLog",
+    "StepFigures",
     "group_signal",
     "logprob_gap",
     "permuted",
+    "planner_token_figures",
     "position_kinds",
 ]
 
 GAP_POSITIONS = ("first_token", "after_feedback", "last_token", "inside")
 """The kinds of planner-token position ``logprob_gap`` reports separately."""
+GAP_FIGURES = ("max", "mean", "worst", "where")
+"""The ``logprob_gap`` figures ``planner_token_figures`` logs."""
 
 
 def position_kinds(mask: Sequence[int]) -> list[str | None]:
@@ -141,6 +148,30 @@ def permuted(values: Sequence[Any], rng: random.Random) -> list[Any]:
     return out
 
 
+def planner_token_figures(
+    mask: Any, entropy: Any, logps: Any, start_logps: Any = None, sampling: Any = None
+) -> dict[str, Any]:
+    """The ``diag/*`` figures of one batch's forward pass over its completions: ``mask`` 1 on
+    planner tokens, per-token ``entropy`` and ``logps`` of the trained model, ``start_logps`` of
+    the starting model (``diag/kl_to_start``, the k3 estimator), ``sampling`` the sampler's
+    recorded log-probs (``logprob_gap``). All are ``(rows, tokens)`` tensors (torch's, used
+    through their methods: no torch import here); ``None``: the figure is left out."""
+    planner = mask.bool()
+    tokens = max(1, int(planner.sum()))
+    record: dict[str, Any] = {
+        "diag/planner_tokens": int(planner.sum()),
+        "diag/entropy": float(entropy[planner].sum()) / tokens,
+        "diag/answer_tokens": int(planner.sum()) / max(1, mask.size(0)),
+    }
+    if start_logps is not None:
+        delta = (start_logps - logps)[planner]
+        record["diag/kl_to_start"] = float((delta.exp() - delta - 1).sum()) / tokens
+    if sampling is not None:
+        gap = logprob_gap(sampling.tolist(), logps.tolist(), mask.int().tolist())
+        record.update({f"diag/logprob_gap_{key}": gap[key] for key in GAP_FIGURES})
+    return record
+
+
 class DiagnosticsLog:
     """Appends one JSON object per line to ``path`` (created with its folder); values that JSON
     cannot hold (NaN, infinities) are written as ``null``."""
@@ -160,6 +191,52 @@ class DiagnosticsLog:
         if self._file is not None:
             self._file.close()
             self._file = None
+
+
+class StepFigures:
+    """One optimizer step's figures as a trainer collects them (``pending``): the rollout's and
+    the update's times, the batch's ``diag/*``; ``end`` hands them out once per step, each step
+    one line of the JSONL log at ``path`` (``None``: no log)."""
+
+    def __init__(self, path: str | Path | None = None) -> None:
+        self.pending: dict[str, Any] = {}
+        self.log = DiagnosticsLog(path) if path else None
+
+    def rollout(self, seconds: float, timing: Mapping[str, float]) -> None:
+        """The rollout took ``seconds``; ``timing``: its split (``time/<name>``)."""
+        self.pending["time/rollout_s"] = seconds
+        for name, value in timing.items():
+            self.pending[f"time/{name}"] = value
+
+    def update(self, elapsed: float) -> None:
+        """A training step took ``elapsed`` seconds, with the generation (``time/
+        generate_and_score_s``) when it ran in it: that part is split off into scoring (less
+        the rollout) and the rest is the update's."""
+        generation = self.pending.pop("time/generate_and_score_s", None)
+        if generation is not None:
+            rollout = self.pending.get("time/rollout_s", 0.0)
+            self.pending["time/scoring_and_diagnostics_s"] = generation - rollout
+            elapsed -= generation
+        self.pending["time/update_s"] = self.pending.get("time/update_s", 0.0) + elapsed
+
+    def end(self, step: int) -> dict[str, float]:
+        """The step's numeric figures (for the trainer's metrics), every figure written to the
+        log; the next step starts empty."""
+        pending, self.pending = self.pending, {}
+        if self.log is not None:
+            self.log.write({"step": step, **pending})
+        return {
+            name: float(value)
+            for name, value in pending.items()
+            if isinstance(value, int | float) and not isinstance(value, bool)
+        }
+
+    def held_out(self, step: int, result: Mapping[str, Any]) -> dict[str, Any]:
+        """The held-out probe's ``result`` at ``step`` as ``held_out/*``, written to the log."""
+        record = {"step": step, **{f"held_out/{k}": v for k, v in result.items()}}
+        if self.log is not None:
+            self.log.write(record)
+        return record
 
 
 def _finite(value: Any) -> Any:

@@ -1,25 +1,19 @@
 """The task-label datasets trainers train on: one row per task, in each trainer's format.
 
 Every adapter reads the task of an episode from a label: a ``TaskSpec`` JSON string
-(``rollout.spec``) naming the env, its kwargs and the task. A label file holds one row per task,
-shaped for the trainer's data loader (``LABEL_FORMATS``):
+(``rollout.spec``) naming the env, its kwargs and the task. A label file holds one row per task in
+a row format (``row_formats``): the core's ``generic`` rows ``{"prompt", "label", "datasource"}``,
+or a trainer's, which its adapter registers (``adapters/<trainer>/<trainer>_row_format.py``) and
+converts from the generic rows.
 
-- ``openrlhf``: ``{"prompt", "label", "datasource"}`` (``--data.input_key prompt
-  --data.label_key label``, no chat template); the rows the other formats are made from;
-- ``verl``: ``{"data_source", "prompt", "agent_name", "label", "reward_model", "extra_info"}``,
-  ``agent_name`` selecting the AgentFlow agent loop;
-- ``skyrl``: ``{"prompt", "env_class", "label", "data_source"}``, ``env_class`` naming the
-  AgentFlow env (SkyRL hands ``label`` to the generator and the env as ``env_extras``);
-- ``trl``: ``{"prompt"}``, the label itself (TRL hands the prompts to ``rollout_func``, which
-  reads each as a label).
-
-The question rides along only for logs and trainers' prompt-length filters (verl's, SkyRL's):
+The question rides along only for logs and some trainers' prompt-length filters:
 the env renders the planner's prompt itself. A file is JSONL, or Parquet when its name ends in
 ``.parquet`` (needs ``pyarrow``).
 
 ``add_label_commands`` adds the options that choose the tasks (``synthetic``, ``dataset``,
 ``probe``, generated from the env configs) and ``convert`` (a label file in another format) to
-a parser; ``write_labels`` writes what they name. ``agentflow-env labels`` is that parser.
+a parser; ``write_labels`` loads the adapters' row formats (``--adapters``) and writes what they
+name. ``agentflow-env labels`` is that parser.
 """
 
 from __future__ import annotations
@@ -27,11 +21,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from agentflow_env.base.jsonl import jsonl_line, read_jsonl
+from agentflow_env.base.settings import read_env_var
 from agentflow_env.envs.config import (
     EnvConfig,
     SearchEnvConfig,
@@ -42,76 +37,32 @@ from agentflow_env.envs.config.presets import with_preset
 from agentflow_env.envs.registration import ENV_CONFIGS
 from agentflow_env.rollout.labels.plans import ADAPTER_KWARGS
 from agentflow_env.rollout.labels.probe_labels import PROBE_ENV_IDS, probe_specs
+from agentflow_env.rollout.labels.row_formats import (
+    GENERIC,
+    Row,
+    load_row_formats,
+    row_format,
+)
 from agentflow_env.rollout.labels.spec import (
     DEFAULT_ENV_ID,
     TaskSpec,
     dataset_specs,
-    synthetic_specs,
+    variant_specs,
 )
 from agentflow_env.tasks.base import Task
 from agentflow_env.workflow.agentflow_source import SOURCE_ENV_VAR, read_agentflow_source
+from agentflow_env.workflow.prompts import style_rules
 
-VERL_AGENT_NAME = "agentflow"
-"""The ``agent_name`` of verl rows: the name the AgentFlow agent loop is registered under."""
-SKYRL_ENV_CLASS = "agentflow"
-"""The ``env_class`` of SkyRL rows: the name the AgentFlow env is registered under."""
 ADAPTER_SETTINGS = tuple(ADAPTER_KWARGS)
 """Env settings every adapter sets itself: a label must not (no option writes them)."""
 DATASET_FLAGS = {"dataset": "--file", "dataset_split": "--split", "dataset_limit": "--limit"}
 """The ``dataset`` source's option names for the dataset settings."""
 
-Row = Mapping[str, Any]
-
 
 # -- rows --------------------------------------------------------------------------------------
-def openrlhf_row(spec: TaskSpec, task: Task, datasource: str) -> dict[str, Any]:
-    """The label row of one task: the question (for logs), the label and the data source."""
+def generic_label_row(spec: TaskSpec, task: Task, datasource: str) -> dict[str, Any]:
+    """The ``generic`` row of one task: the question (for logs), the label and the data source."""
     return {"prompt": task.question, "label": spec.to_json(), "datasource": datasource}
-
-
-def verl_row(row: Row, index: int) -> dict[str, Any]:
-    """One verl dataset row from one ``openrlhf`` row (``index``: its place in the file)."""
-    return {
-        "data_source": row.get("datasource") or "agentflow",
-        "prompt": [{"role": "user", "content": row["prompt"]}],
-        "agent_name": VERL_AGENT_NAME,
-        "label": row["label"],
-        "reward_model": {"style": "agentflow-env", "ground_truth": ""},  # the env scores
-        "extra_info": {"index": index},
-    }
-
-
-def skyrl_row(row: Row) -> dict[str, Any]:
-    """One SkyRL dataset row from one ``openrlhf`` row."""
-    return {
-        "prompt": [{"role": "user", "content": row["prompt"]}],
-        "env_class": SKYRL_ENV_CLASS,
-        "label": row["label"],
-        "data_source": row.get("datasource") or "agentflow",
-    }
-
-
-def trl_row(row: Row) -> dict[str, Any]:
-    """One TRL dataset row from one ``openrlhf`` row: the label is the prompt."""
-    return {"prompt": row["label"]}
-
-
-CONVERTERS: dict[str, Callable[[Row, int], dict[str, Any]]] = {
-    "openrlhf": lambda row, index: dict(row),
-    "verl": verl_row,
-    "skyrl": lambda row, index: skyrl_row(row),
-    "trl": lambda row, index: trl_row(row),
-}
-"""Per format, its row from an ``openrlhf`` row and the row's index."""
-LABEL_FORMATS = tuple(CONVERTERS)
-"""The trainers' row formats (``openrlhf`` first: the default)."""
-ROW_NAMES = {
-    "openrlhf": "prompts",
-    "verl": "verl rows",
-    "skyrl": "SkyRL rows",
-    "trl": "TRL prompts",
-}
-"""What a format's rows are called in messages."""
 
 
 # -- files -------------------------------------------------------------------------------------
@@ -141,19 +92,19 @@ def _write_parquet(rows: list[Row], path: Path) -> int:
 
 
 def label_rows(
-    tasks: Iterable[tuple[TaskSpec, Task]], datasource: str, label_format: str = "openrlhf"
+    tasks: Iterable[tuple[TaskSpec, Task]], datasource: str, label_format: str = GENERIC
 ) -> Iterator[dict[str, Any]]:
-    """The rows of ``label_format`` for ``(spec, task)`` pairs."""
-    convert = CONVERTERS[label_format]
+    """The rows of ``label_format`` (a registered row format) for ``(spec, task)`` pairs."""
+    convert = row_format(label_format).convert
     for index, (spec, task) in enumerate(tasks):
-        yield convert(openrlhf_row(spec, task, datasource), index)
+        yield convert(generic_label_row(spec, task, datasource), index)
 
 
 def write_label_rows(
     tasks: Iterable[tuple[TaskSpec, Task]],
     out: str | os.PathLike[str],
     datasource: str,
-    label_format: str = "openrlhf",
+    label_format: str = GENERIC,
 ) -> int:
     """Write the rows of ``label_format`` for ``(spec, task)`` pairs to ``out``; returns how
     many. Raises ``ValueError`` (``TaskSpecError`` too) for settings the env would reject."""
@@ -163,8 +114,8 @@ def write_label_rows(
 def convert_label_file(
     source: str | os.PathLike[str], out: str | os.PathLike[str], label_format: str
 ) -> int:
-    """Rewrite an ``openrlhf`` label file (JSONL) in ``label_format``; returns the row count."""
-    convert = CONVERTERS[label_format]
+    """Rewrite a ``generic`` label file (JSONL) in ``label_format``; returns the row count."""
+    convert = row_format(label_format).convert
     records = (record for _, record in read_jsonl(Path(source)))
     return write_rows((convert(record, index) for index, record in enumerate(records)), out)
 
@@ -174,8 +125,26 @@ def checkout_suffix(env_kwargs: Mapping[str, Any]) -> str | None:
     """AgentFlow's own answer-tag sentence when the labels name an AgentFlow checkout
     (``agentflow_source``, else ``$AGENTFLOW_SOURCE``), as its training rollout appends it;
     ``None``: the project's own instruction."""
-    path = env_kwargs.get("agentflow_source") or os.environ.get(SOURCE_ENV_VAR)
+    path = env_kwargs.get("agentflow_source") or read_env_var(SOURCE_ENV_VAR)
     return read_agentflow_source(path).answer_suffix if path else None
+
+
+def pack_commit(env_kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """``{"agentflow_commit": COMMIT}`` when labels with ``env_kwargs`` are rendered by a prompt
+    pack read from an AgentFlow checkout or pack file (``agentflow_source``, else
+    ``$AGENTFLOW_SOURCE``) at a known commit: every label then records it, and a worker whose
+    wording comes from another commit refuses the label instead of rendering other words."""
+    if "agentflow_commit" in env_kwargs:
+        return {}
+    try:
+        style = with_preset(env_kwargs, {"prompt_style"}).get("prompt_style")
+        if style is None or not style_rules(str(style)).renders_pack:
+            return {}
+    except (KeyError, ValueError):  # an unknown preset or style: the labels' check reports it
+        return {}
+    path = env_kwargs.get("agentflow_source") or read_env_var(SOURCE_ENV_VAR)
+    commit = read_agentflow_source(path).commit if path else None
+    return {} if commit is None else {"agentflow_commit": commit}
 
 
 def answer_tag_suffix(given: Mapping[str, Any], env_kwargs: Mapping[str, Any]) -> bool:
@@ -204,15 +173,19 @@ def add_label_commands(parser: argparse.ArgumentParser) -> None:
     commands = parser.add_subparsers(dest="source", required=True, metavar="SOURCE")
     search = {SearchEnvConfig.env_id: SearchEnvConfig}
 
-    synthetic = commands.add_parser("synthetic", help="questions over the embedded world")
+    synthetic = commands.add_parser(
+        "synthetic",
+        help="the tasks --env-id's own source draws (the embedded world of AgentFlow-Search-v0, "
+        "the computations of AgentFlow-Code-v0, any registered variant's)",
+    )
     _out_arguments(synthetic)
     synthetic.add_argument("--count", type=int, default=1000)
     synthetic.add_argument("--seed", type=int, default=0, help="task order / first task seed")
     synthetic.add_argument("--datasource", default="agentflow-synthetic")
     world = add_config_arguments(
         synthetic,
-        search,
-        only=SearchEnvConfig.section_settings("tasks"),
+        ENV_CONFIGS,
+        only=[name for cls in ENV_CONFIGS.values() for name in cls.section_settings("tasks")],
     )
     synthetic.set_defaults(world_settings=world)
     _label_settings(synthetic)
@@ -244,7 +217,7 @@ def add_label_commands(parser: argparse.ArgumentParser) -> None:
     _label_settings(probe)
 
     convert = commands.add_parser(
-        "convert", help="an openrlhf label file (JSONL) in another trainer's format"
+        "convert", help="a generic label file (JSONL) in another trainer's format"
     )
     convert.add_argument("labels", help="label JSONL with prompt, label, datasource per line")
     _out_arguments(convert)
@@ -255,9 +228,16 @@ def _out_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--format",
         dest="label_format",
-        choices=LABEL_FORMATS,
-        default=LABEL_FORMATS[0],
-        help="the trainer's row format",
+        default=GENERIC,
+        help=f"the trainer's row format: {GENERIC} (prompt, label, datasource; the default) or "
+        "one a trainer's adapter registers (its */*_row_format.py under --adapters)",
+    )
+    parser.add_argument(
+        "--adapters",
+        metavar="DIR",
+        default=None,
+        help="the adapters folder whose */*_row_format.py files register the trainers' row formats "
+        "(default: the adapters/ folder of this checkout, else of the current directory)",
     )
 
 
@@ -275,10 +255,15 @@ def _label_settings(parser: argparse.ArgumentParser) -> None:
 def write_labels(args: argparse.Namespace) -> int:
     """Write the label file ``args`` (parsed by ``add_label_commands``' parser) name; returns
     the row count. Raises ``ValueError`` (``TaskSpecError``, ``DatasetError``) for settings
-    the env would reject or a file that cannot be read."""
+    the env would reject, a file that cannot be read or a format no adapter registers."""
+    load_row_formats(getattr(args, "adapters", None))
+    row_format(args.label_format)  # before any work
     if args.source == "convert":
         return convert_label_file(args.labels, args.out, args.label_format)
     label_kwargs = settings_from_args(args, args.label_settings)
+    label_kwargs.update(
+        pack_commit({**json.loads(getattr(args, "env_kwargs", "{}")), **label_kwargs})
+    )
     tasks: Iterable[tuple[TaskSpec, Task]]
     if args.source == "probe":
         tasks = probe_specs(
@@ -286,12 +271,11 @@ def write_labels(args: argparse.Namespace) -> int:
         )
         datasource = args.datasource or f"probe-{args.probe}"
     elif args.source == "synthetic":
-        tasks = synthetic_specs(
+        tasks = variant_specs(
             args.count,
             seed=args.seed,
             env_id=args.env_id,
-            env_kwargs=label_kwargs,
-            **settings_from_args(args, args.world_settings),
+            env_kwargs={**label_kwargs, **settings_from_args(args, args.world_settings)},
         )
         datasource = args.datasource
     else:
@@ -315,21 +299,14 @@ def write_labels(args: argparse.Namespace) -> int:
 
 __all__ = [
     "ADAPTER_SETTINGS",
-    "CONVERTERS",
     "DATASET_FLAGS",
-    "LABEL_FORMATS",
-    "ROW_NAMES",
-    "SKYRL_ENV_CLASS",
-    "VERL_AGENT_NAME",
     "add_label_commands",
     "answer_tag_suffix",
     "checkout_suffix",
     "convert_label_file",
+    "generic_label_row",
     "label_rows",
-    "openrlhf_row",
-    "skyrl_row",
-    "trl_row",
-    "verl_row",
+    "pack_commit",
     "write_label_rows",
     "write_labels",
     "write_rows",

@@ -6,8 +6,8 @@ these (``read_task_spec``). ``plan_episode`` turns a label into an ``EpisodePlan
 the env kwargs (layered beneath the label's own) and a key naming that env, which is how the
 ``EnvPool`` shares envs. ``AdapterConfig`` reads the ``AGENTFLOW_*`` environment variables an
 adapter built without arguments (OpenRLHF's ``AgentExecutor()``) is configured by, among them
-the per-action token cap ``max_action_tokens`` (``AGENTFLOW_MAX_ACTION_TOKENS``; the older name
-``max_turn_tokens`` / ``AGENTFLOW_MAX_TURN_TOKENS`` still works, with a warning).
+the per-action token cap ``max_action_tokens`` (``AGENTFLOW_MAX_ACTION_TOKENS``); every variable
+is declared in ``agentflow_env.base.settings``.
 
 Every adapter runs envs with the policy's tokenizer, in the observation mode its sample shape
 trains on (``samples``: ``flat`` needs flat observations; ``turns`` takes structured ones, the
@@ -19,12 +19,11 @@ from __future__ import annotations
 
 import json
 import numbers
-import os
-import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from agentflow_env.base.settings import read_env_var
 from agentflow_env.rollout.checks.fail_fast import DEFAULT_FAIL_FAST, fail_fast_limit
 from agentflow_env.rollout.labels.shapes import (
     SampleShape,
@@ -44,13 +43,13 @@ trainer's engine stops a planner turn) when ``AGENTFLOW_MAX_ACTION_TOKENS`` and 
 name none; below the env's own default (the session's ``DEFAULT_MAX_ACTION_TOKENS``)."""
 CAP_VARIABLE = "AGENTFLOW_MAX_ACTION_TOKENS"
 """The environment variable naming the per-action token cap."""
-DEPRECATED_CAP_VARIABLE = "AGENTFLOW_MAX_TURN_TOKENS"
-"""The cap's former variable: still read, with a ``FutureWarning``."""
 ADAPTER_KWARGS: Mapping[str, Any] = {"observation_mode": "flat", "tokenizer": None}
 """Env kwargs an adapter sets itself: the tokenizer always, the observation mode from its sample
 shape (these are the flat shape's values); a label or a setting may only repeat them."""
 SAMPLES_VARIABLE = "AGENTFLOW_SAMPLES"
 """The environment variable naming an adapter's sample shape (``flat`` or ``turns``)."""
+KWARGS_VARIABLE = "AGENTFLOW_ENV_KWARGS"
+"""The environment variable holding the env kwargs beneath every label's (a JSON object)."""
 
 
 # -- labels ------------------------------------------------------------------------------------
@@ -199,17 +198,11 @@ def _is_seed_pair(label: Any) -> bool:
 
 
 # -- settings from the environment -------------------------------------------------------------
-def _deprecated(old: str, new: str) -> None:
-    """Warn the caller's caller that ``old`` is ``new``'s former name."""
-    warnings.warn(f"{old} is deprecated: use {new}", DeprecationWarning, stacklevel=3)
-
-
 @dataclass(frozen=True, init=False)
 class AdapterConfig:
     """An adapter's settings: the env id for labels that name none, JSON env kwargs beneath
     every label's, the policy's tokenizer (a path or cached hub name; ``None``: the bundled one)
-    and the per-action token cap, which is also every env's ``max_action_tokens``
-    (``max_turn_tokens``, its former name, is still accepted and read, with a warning)."""
+    and the per-action token cap, which is also every env's ``max_action_tokens``."""
 
     env_id: str = DEFAULT_ENV_ID
     env_kwargs: Mapping[str, Any] = field(default_factory=dict)
@@ -230,17 +223,8 @@ class AdapterConfig:
         max_action_tokens: int | None = None,
         fail_fast: int = DEFAULT_FAIL_FAST,
         *,
-        max_turn_tokens: int | None = None,
         samples: str = "flat",
     ) -> None:
-        if max_turn_tokens is not None:
-            _deprecated("AdapterConfig(max_turn_tokens=...)", "max_action_tokens")
-            if max_action_tokens is not None and max_action_tokens != max_turn_tokens:
-                raise ValueError(
-                    f"max_action_tokens={max_action_tokens} but max_turn_tokens="
-                    f"{max_turn_tokens}: they are one setting (max_turn_tokens is its old name)"
-                )
-            max_action_tokens = max_turn_tokens
         if max_action_tokens is None:
             max_action_tokens = ADAPTER_MAX_ACTION_TOKENS
         object.__setattr__(self, "env_id", env_id)
@@ -251,41 +235,23 @@ class AdapterConfig:
         object.__setattr__(self, "samples", check_sample_shape(samples))
         check_adapter_kwargs(self.env_kwargs, "the adapter's env kwargs", samples=self.samples)
 
-    @property
-    def max_turn_tokens(self) -> int:
-        """Deprecated: ``max_action_tokens``."""
-        _deprecated("AdapterConfig.max_turn_tokens", "max_action_tokens")
-        return self.max_action_tokens
-
     @classmethod
-    def from_environ(cls, environ: Mapping[str, str] = os.environ) -> AdapterConfig:
+    def from_environ(cls, environ: Mapping[str, str] | None = None) -> AdapterConfig:
         """Read and check ``AGENTFLOW_ENV_ID``, ``AGENTFLOW_ENV_KWARGS``, ``AGENTFLOW_TOKENIZER``,
-        ``AGENTFLOW_MAX_ACTION_TOKENS`` (or the deprecated ``AGENTFLOW_MAX_TURN_TOKENS``),
-        ``AGENTFLOW_FAIL_FAST`` and ``AGENTFLOW_SAMPLES``. ``env_kwargs`` always holds
-        ``max_action_tokens``, equal to the config's; a cap set in two places must agree."""
-        raw = environ.get("AGENTFLOW_ENV_KWARGS", "").strip() or "{}"
-        try:
-            kwargs = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise ValueError(
-                f"AGENTFLOW_ENV_KWARGS is not JSON ({exc.msg}): {raw!r:.120}"
-            ) from None
-        if not isinstance(kwargs, dict):
-            raise ValueError(f"AGENTFLOW_ENV_KWARGS must be a JSON object, got {raw!r:.120}")
-        samples = environ.get(SAMPLES_VARIABLE, "").strip() or "flat"
-        try:
-            check_sample_shape(samples)
-        except ValueError as exc:
-            raise ValueError(f"{SAMPLES_VARIABLE}: {exc}") from None
-        check_adapter_kwargs(kwargs, "AGENTFLOW_ENV_KWARGS", samples=samples)  # type: ignore[arg-type]
-        cap, cap_variable = _cap_from_environ(environ)
+        ``AGENTFLOW_MAX_ACTION_TOKENS``, ``AGENTFLOW_FAIL_FAST`` and ``AGENTFLOW_SAMPLES`` (from
+        ``environ``, default ``os.environ``). ``env_kwargs`` always holds ``max_action_tokens``,
+        equal to the config's; a cap set in two places must agree."""
+        kwargs = read_env_var(KWARGS_VARIABLE, environ) or {}
+        samples = read_env_var(SAMPLES_VARIABLE, environ)
+        check_adapter_kwargs(kwargs, KWARGS_VARIABLE, samples=samples)
+        cap = read_env_var(CAP_VARIABLE, environ)
         if "max_action_tokens" in kwargs:
             env_cap = positive_int(
                 kwargs["max_action_tokens"], "max_action_tokens in AGENTFLOW_ENV_KWARGS"
             )
             if cap is not None and cap != env_cap:
                 raise ValueError(
-                    f"{cap_variable}={cap} but AGENTFLOW_ENV_KWARGS sets "
+                    f"{CAP_VARIABLE}={cap} but AGENTFLOW_ENV_KWARGS sets "
                     f"max_action_tokens={env_cap}: the env must cut an action exactly where the "
                     "engine stops it, or the two token sequences part. Set one of them (or both "
                     "to the same value)."
@@ -293,9 +259,9 @@ class AdapterConfig:
             cap = env_cap
         cap = cap or ADAPTER_MAX_ACTION_TOKENS
         return cls(
-            env_id=environ.get("AGENTFLOW_ENV_ID", "").strip() or DEFAULT_ENV_ID,
+            env_id=read_env_var("AGENTFLOW_ENV_ID", environ) or DEFAULT_ENV_ID,
             env_kwargs={**kwargs, "max_action_tokens": cap},
-            tokenizer=environ.get("AGENTFLOW_TOKENIZER", "").strip() or None,
+            tokenizer=read_env_var("AGENTFLOW_TOKENIZER", environ),
             max_action_tokens=cap,
             fail_fast=fail_fast_limit(environ),
             samples=samples,
@@ -312,51 +278,10 @@ class AdapterConfig:
         return plan
 
 
-def _cap_from_environ(environ: Mapping[str, str]) -> tuple[int | None, str]:
-    """The per-action cap the environment sets (``None``: none) and the variable that set it:
-    ``AGENTFLOW_MAX_ACTION_TOKENS``, else the deprecated ``AGENTFLOW_MAX_TURN_TOKENS`` (a
-    ``FutureWarning``); both set must agree."""
-    caps: dict[str, int] = {}
-    for name in (CAP_VARIABLE, DEPRECATED_CAP_VARIABLE):
-        raw = environ.get(name, "").strip()
-        if raw:
-            caps[name] = positive_int(raw, name)
-    if DEPRECATED_CAP_VARIABLE in caps:
-        warnings.warn(
-            f"{DEPRECATED_CAP_VARIABLE} is deprecated: set {CAP_VARIABLE} instead (the same "
-            "setting, the env's max_action_tokens)",
-            FutureWarning,
-            stacklevel=3,
-        )
-    if len(set(caps.values())) > 1:
-        raise ValueError(
-            f"{CAP_VARIABLE}={caps[CAP_VARIABLE]} but {DEPRECATED_CAP_VARIABLE}="
-            f"{caps[DEPRECATED_CAP_VARIABLE]}: they are one setting ({DEPRECATED_CAP_VARIABLE} "
-            f"is its old name); set {CAP_VARIABLE} only."
-        )
-    if not caps:
-        return None, CAP_VARIABLE
-    name = CAP_VARIABLE if CAP_VARIABLE in caps else DEPRECATED_CAP_VARIABLE
-    return caps[name], name
-
-
-if TYPE_CHECKING:
-    DEFAULT_MAX_TURN_TOKENS: int
-    """Deprecated: ``ADAPTER_MAX_ACTION_TOKENS``."""
-else:
-
-    def __getattr__(name: str) -> Any:
-        if name == "DEFAULT_MAX_TURN_TOKENS":
-            _deprecated(f"{__name__}.DEFAULT_MAX_TURN_TOKENS", "ADAPTER_MAX_ACTION_TOKENS")
-            return ADAPTER_MAX_ACTION_TOKENS
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 __all__ = [
     "ADAPTER_KWARGS",
     "ADAPTER_MAX_ACTION_TOKENS",
     "CAP_VARIABLE",
-    "DEPRECATED_CAP_VARIABLE",
     "SAMPLES_VARIABLE",
     "AdapterConfig",
     "EpisodePlan",

@@ -8,10 +8,9 @@ from typing import Any
 
 import gymnasium as gym
 
+from agentflow_env.envs.config import PROBE_ENV_IDS
 from agentflow_env.envs.env import AgentFlowEnv
-from agentflow_env.envs.probes import PROBE_ENV_IDS
-from agentflow_env.envs.registration import config_class
-from agentflow_env.rollout.labels.spec import TaskSpec
+from agentflow_env.rollout.labels.spec import TaskSpec, variant_specs
 from agentflow_env.tasks.base import Task
 
 
@@ -46,20 +45,11 @@ def probe_specs(
     """``count`` labels of ``probe``'s tasks (episode seeds ``seed, seed + 1, ...`` of
     ``split``), each with its task: the rows ``agentflow-env labels probe``
     writes. ``env_kwargs`` (JSON) go into every label beside the split. Each label pins the
-    probe's turn limit (its default unless ``env_kwargs`` set one): a label's kwargs win over
-    an adapter's (the launch scripts' ``AGENTFLOW_ENV_KWARGS`` default is 10 turns)."""
-    env_id = probe_env_id(probe)
-    config = config_class(env_id)
-    assert config is not None
-    turns = config.__dataclass_fields__["max_turns"].default
-    kwargs = {"max_turns": turns, **dict(env_kwargs or {}), "split": split}
-    env = TaskSpec(env_id=env_id, env_kwargs=kwargs, seed=seed).make_env()
-    try:
-        for index in range(count):
-            spec = TaskSpec(env_id=env_id, env_kwargs=kwargs, seed=seed + index)
-            yield spec, spec.resolve(env.task_source)
-    finally:
-        env.close()
+    probe's turn limit (its default unless ``env_kwargs`` set one; the probe rows'
+    ``label_settings``): a label's kwargs win over an adapter's (the launch scripts'
+    ``AGENTFLOW_ENV_KWARGS`` default is 10 turns)."""
+    kwargs = {**dict(env_kwargs or {}), "split": split}
+    return variant_specs(count, env_id=probe_env_id(probe), env_kwargs=kwargs, seed=seed)
 
 
 __all__ = ["PROBE_ENV_IDS", "probe_env", "probe_env_id", "probe_label", "probe_specs"]

@@ -9,6 +9,10 @@ ways:
 - ``task_id``: a task of the source's fixed list (``source.tasks``), e.g. a fixed synthetic world.
 - ``record``: the task itself, inline (question, gold answers, ...): QA datasets.
 
+Which of the first two a variant's labels use is its row's (``Variant.label_tasks`` in
+``agentflow_env.envs.registration``): ``variant_specs`` writes them so, and a label naming a task
+of a variant that generates its tasks by ``task_id`` is refused when read.
+
 ``env_kwargs`` must be JSON: the ``to_dict`` form of the env id's config
 (``agentflow_env.envs.config``), checked by its ``from_dict`` when the spec is made, so a label
 naming an unknown setting, an invalid value or a setting the env would ignore is rejected with a
@@ -27,9 +31,10 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from agentflow_env.envs.config import SearchEnvConfig, build_tool, check_tools, module_choice
+from agentflow_env.envs.config import build_tool, check_tools, module_choice
+from agentflow_env.envs.config.fields import NoJSONForm, json_value
 from agentflow_env.envs.env import AgentFlowEnv
-from agentflow_env.envs.registration import config_class
+from agentflow_env.envs.registration import Variant, config_class, variant_of
 from agentflow_env.retrieval.corpus import resolve_corpus
 from agentflow_env.tasks.base import Task, TaskSource
 from agentflow_env.tasks.datasets import load_tasks
@@ -65,6 +70,12 @@ class TaskSpec:
             raise TaskSpecError(f"env_kwargs must be an object, got {self.env_kwargs!r:.80}")
         if self.env_id is not None:
             check_env_kwargs(self.env_id, self.env_kwargs)
+            variant = variant_of(self.env_id)
+            if self.task_id is not None and variant and variant.label_tasks == "seed":
+                raise TaskSpecError(
+                    f"{self.env_id} generates its tasks: a label names one by seed (or carries "
+                    f"it as a record), not by task_id {self.task_id!r}"
+                )
         if self.record is not None:
             _check_record(self.record)
 
@@ -247,7 +258,8 @@ def synthetic_specs(
     env_id: str | None = DEFAULT_ENV_ID,
     env_kwargs: Mapping[str, Any] | None = None,
 ) -> Iterator[tuple[TaskSpec, Task]]:
-    """``count`` specs over the synthetic world, each with its task.
+    """``count`` specs over the synthetic world of ``AgentFlow-Search-v0`` (``variant_specs``
+    with the world settings as arguments), each with its task.
 
     A fixed world yields its tasks by ``task_id`` in a seeded order, cycling when ``count`` is
     larger than the split; fresh worlds yield seeds ``seed, seed + 1, ...``. ``env_kwargs`` (JSON,
@@ -256,20 +268,69 @@ def synthetic_specs(
     world: dict[str, Any] = {"split": split, "world_seed": world_seed}
     for key, value in (("hops", hops), ("kinds", kinds), ("world_size", world_size)):
         if value is not None:
-            world[key] = value if isinstance(value, int | str) else list(value)
+            world[key] = value
     if fresh_world:
         world["fresh_world"] = True
     both = sorted(set(env_kwargs or {}) & {*world, "hops", "kinds", "world_size", "fresh_world"})
     if both:
         raise ValueError(f"give {both} as synthetic_specs arguments, not in env_kwargs")
-    env_kwargs = {**(env_kwargs or {}), **world}
-    source = SearchEnvConfig.from_dict(env_kwargs).make_task_source()
-    if fresh_world:
+    return variant_specs(
+        count, env_id=env_id, env_kwargs={**(env_kwargs or {}), **world}, seed=seed
+    )
+
+
+def variant_specs(
+    count: int,
+    *,
+    env_id: str | None = DEFAULT_ENV_ID,
+    env_kwargs: Mapping[str, Any] | None = None,
+    seed: int = 0,
+) -> Iterator[tuple[TaskSpec, Task]]:
+    """``count`` specs of the tasks ``env_id``'s own source draws (built from ``env_kwargs``,
+    JSON), each with its task, named as the variant's row says (``Variant.label_naming``).
+
+    By ``task_id``: the source's fixed list in a seeded order, cycling when ``count`` is larger;
+    by ``seed``: seeds ``seed, seed + 1, ...``. Every label carries ``env_kwargs`` and the row's
+    ``label_settings`` at their values. ``env_id=None`` writes labels for the reader's default
+    env, drawn here from ``DEFAULT_ENV_ID``'s. Raises ``TaskSpecError`` for an id not registered
+    or settings its config refuses.
+    """
+    variant = _variant(env_id or DEFAULT_ENV_ID)
+    try:
+        config = variant.config.from_dict(json_value(dict(env_kwargs or {})))
+        kwargs = {
+            **json_value(dict(env_kwargs or {})),
+            **{name: json_value(getattr(config, name)) for name in variant.label_settings},
+        }
+    except (ValueError, NoJSONForm) as error:
+        raise TaskSpecError(f"env_kwargs for {variant.env_id}: {error}") from None
+    source = config.make_task_source()
+    return _named_specs(variant, source, count, env_id, kwargs, seed)
+
+
+def _variant(env_id: str) -> Variant:
+    variant = variant_of(env_id)
+    if variant is None:
+        raise TaskSpecError(f"{env_id!r} is not a registered variant (register_variant adds one)")
+    return variant
+
+
+def _named_specs(
+    variant: Variant,
+    source: TaskSource,
+    count: int,
+    env_id: str | None,
+    env_kwargs: Mapping[str, Any],
+    seed: int,
+) -> Iterator[tuple[TaskSpec, Task]]:
+    if variant.label_naming(source) == "seed":
         for i in range(count):
             spec = TaskSpec(env_id=env_id, env_kwargs=env_kwargs, seed=seed + i)
             yield spec, spec.resolve(source)
         return
     tasks = list(getattr(source, "tasks", ()))
+    if not tasks:
+        raise TaskSpecError(f"{variant.env_id} names tasks by task_id, but its source has none")
     order = np.random.default_rng(seed).permutation(len(tasks))
     for i in range(count):
         task = tasks[int(order[i % len(tasks)])]
@@ -293,7 +354,7 @@ def dataset_specs(
     when the Search tool asks a retriever server. ``answer_tag_suffix`` writes each question
     with the ``<answer>`` instruction (an inline record is never given it by the env);
     ``question_suffix`` instead appends that text to every question as it is (AgentFlow's own
-    sentence, read from a checkout: ``AgentFlowWording.answer_suffix``).
+    sentence, read from a checkout: ``PromptPack.answer_suffix``).
     """
     own = answer_tag_suffix and question_suffix is None
     for task in load_tasks(path, split=split, limit=limit, answer_tag_suffix=own):
@@ -311,4 +372,5 @@ __all__ = [
     "env_kwargs_from_json",
     "synthetic_specs",
     "task_from_record",
+    "variant_specs",
 ]

@@ -30,7 +30,7 @@ from agentflow_env.base.hf_tokens import resolve_tokenizer
 from agentflow_env.base.tokens import ChatTokenizer
 from agentflow_env.envs.env import AgentFlowEnv
 from agentflow_env.rollout.checks.fail_fast import FailFast
-from agentflow_env.rollout.checks.failures import AdapterError
+from agentflow_env.rollout.checks.failures import AdapterError, trajectory_failure
 from agentflow_env.rollout.labels.plans import SAMPLES_VARIABLE, AdapterConfig, EpisodePlan
 from agentflow_env.rollout.labels.spec import TaskSpec, TaskSpecError
 from agentflow_env.tasks.base import Task
@@ -163,6 +163,15 @@ class SharedEnvs:
     def new_session(self, label: TaskSpec | Any) -> Session:
         """A session for the task a label names (blocking: builds envs and worlds)."""
         return self.pool.new_session(self.config.plan(label))
+
+    def judge(
+        self, session: Session | None, error: BaseException | str | None = None
+    ) -> str | None:
+        """Why a finished trajectory counts as failed (``trajectory_failure``), else ``None``,
+        recorded with ``fail_fast`` (``SystemicFailure`` when the setup fails every one)."""
+        failure = trajectory_failure(session, error)
+        self.fail_fast.record(failure)
+        return failure
 
 
 class LazySharedEnvs:

@@ -3,7 +3,8 @@ any valid expression), arithmetic over synthetic-world facts (Search, then Pytho
 and questions a short program answers (primes, Fibonacci numbers, digit sums...).
 
 The rule modules answer only from tool outputs in memory, as in the search world. The
-``AgentFlow-Code-v0`` environment over these tasks is built by ``agentflow_env.envs.code``.
+``AgentFlow-Code-v0`` environment over these tasks is ``CodeEnvConfig``'s
+(``agentflow_env.envs.config``).
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ from agentflow_env.tasks.code.make24 import (
     find_solution,
     verified_expression,
 )
-from agentflow_env.tasks.code.source import KINDS, CodeTaskSource, split_of
+from agentflow_env.tasks.code.source import CHECKED_KINDS, KINDS, CodeTaskSource, split_of
 
 __all__ = [
+    "CHECKED_KINDS",
     "COMPUTE",
     "FACT_MATH",
     "FAMILIES",

@@ -21,6 +21,8 @@ from agentflow_env.tasks.code.make24 import MAKE24, build_make24_task, draw_numb
 from agentflow_env.tasks.synthetic.world import World, WorldConfig, generate_world
 
 KINDS: tuple[str, ...] = (MAKE24, FACT_MATH, COMPUTE)
+CHECKED_KINDS: tuple[str, ...] = (MAKE24,)
+"""The kinds whose tasks a checker decides (``Task.checker``): any valid expression is right."""
 SPLITS: tuple[str, ...] = ("train", "test")
 TEST_FRACTION_PERCENT = 20
 GENERATED_TASKS = 2**31 - 1

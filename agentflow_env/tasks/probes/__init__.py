@@ -6,7 +6,7 @@ reward alone (like the probe environments of classic RL debugging).
 - ``delayed_credit``: only the first drawer opened counts; the reward comes at the last turn.
 - ``copying``: the Search query must be the person's name, copied exactly from the question.
 
-The env variants over them (``AgentFlow-Probe-*-v0``) are ``agentflow_env.envs.probes``; their
+The env variants over them (``AgentFlow-Probe-*-v0``) are the probe configs of ``agentflow_env.envs.config``; their
 random warm-start demonstrators are ``agentflow_env.rollout.agents.probes``.
 """
 

@@ -20,6 +20,8 @@ from urllib.parse import unquote, urlsplit
 
 import httpx
 
+from agentflow_env.base.settings import read_env_var
+
 WEB_FETCH_ENV_VAR = "AGENTFLOW_WEB_FETCH"
 """``1`` (or ``true``, ``yes``, ``on``) lets ``Web_RAG_Search_Tool`` fetch pages over HTTP when
 its ``allow_http`` option is not given."""
@@ -31,7 +33,6 @@ MAX_PAGE_CHARS = 1_000_000
 
 _WIKI_PATH = re.compile(r"^/wiki/(?P<title>[^?#]+)$")
 _SKIPPED_TAGS = frozenset({"script", "style", "noscript", "template", "svg"})
-_TRUE = frozenset({"1", "true", "yes", "on"})
 
 
 class PageError(RuntimeError):
@@ -46,7 +47,7 @@ def web_fetch_allowed(allow_http: bool | None) -> bool:
     """``allow_http`` as given, else what ``AGENTFLOW_WEB_FETCH`` says (off when unset)."""
     if allow_http is not None:
         return bool(allow_http)
-    return os.environ.get(WEB_FETCH_ENV_VAR, "").strip().lower() in _TRUE
+    return bool(read_env_var(WEB_FETCH_ENV_VAR))
 
 
 def is_url(reference: str) -> bool:

@@ -8,7 +8,6 @@ it, and so can any stand-in. HTTP goes through httpx (``agentflow_env.base.http`
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -16,6 +15,7 @@ from typing import Any
 import httpx
 
 from agentflow_env.base.http import Unreachable, post_json
+from agentflow_env.base.settings import read_env_var
 
 SEARCH_API_URL_ENV_VAR = "AGENTFLOW_SEARCH_API_URL"
 SEARCH_API_KEY_ENV_VAR = "AGENTFLOW_SEARCH_API_KEY"
@@ -48,9 +48,9 @@ def search_api_settings(url: str | None, key: str | None) -> tuple[str, str | No
     """The API's base URL and key: the arguments, else the environment variables, else
     google.serper.dev and no key."""
     if url is None:
-        url = os.environ.get(SEARCH_API_URL_ENV_VAR, "")
+        url = read_env_var(SEARCH_API_URL_ENV_VAR) or ""
     if key is None:
-        key = os.environ.get(SEARCH_API_KEY_ENV_VAR, "")
+        key = read_env_var(SEARCH_API_KEY_ENV_VAR) or ""
     url = url.strip() or DEFAULT_SEARCH_API_URL
     if not url.startswith(("http://", "https://")):
         raise ValueError(f"the search API URL must start with http:// or https://, got {url!r}")
