@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from agentflow_env.workflow.action_input import DEFAULT_MAX_ACTION_TOKENS
 from agentflow_env.workflow.observations import ObservationMode, check_observation_mode
@@ -22,12 +22,16 @@ from agentflow_env.workflow.rewards import RewardName, check_reward
 from agentflow_env.workflow.shaping import REWARD_SHAPINGS, RewardShaping
 
 __all__ = [
+    "AgentFlowScript",
     "DEFAULT_MAX_ACTION_TOKENS",
     "DEFAULT_MAX_PROMPT_TOKENS",
     "AnswerJudge",
     "RewardConfig",
     "SessionConfig",
 ]
+
+AgentFlowScript = Literal["eval", "train"]
+"""AgentFlow's evaluation script or its training rollout (``SessionConfig.agentflow_script``)."""
 
 DEFAULT_MAX_PROMPT_TOKENS = 32768
 """Safe default cap on one observation; a longer one truncates the episode ("prompt_budget")."""
@@ -116,6 +120,11 @@ class SessionConfig:
     budget_curve: bool = False
     """Add ``success_by_budget`` to the diagnostics at the end (``Session.success_by_budget``:
     one generalist call per budget shorter than the episode)."""
+    agentflow_script: AgentFlowScript | None = None
+    """Which of AgentFlow's own scripts the episode reproduces where the two differ: its
+    evaluation (``"eval"``, ``test/solve.py``) or its training rollout (``"train"``, its
+    solver and ``train/rollout.py``); set by the ``agentflow_eval`` and ``agentflow_train``
+    presets. ``None``: this project's own behaviour."""
     agentflow_wording: PromptPack | None = None
     """AgentFlow's own words, read from the user's checkout (``agentflow_source``), for the
     ``"agentflow"`` prompt style; ``None``: this project's own wording."""

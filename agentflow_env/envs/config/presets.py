@@ -30,9 +30,15 @@ _AGENTFLOW: dict[str, Any] = {
     "tool_timeout_s": 120.0,
 }
 PRESETS: dict[str, dict[str, Any]] = {
-    "agentflow_eval": {**_AGENTFLOW, "max_turns": 10, "time_limit_s": 300.0},
+    "agentflow_eval": {
+        **_AGENTFLOW,
+        "agentflow_script": "eval",
+        "max_turns": 10,
+        "time_limit_s": 300.0,
+    },
     "agentflow_train": {
         **_AGENTFLOW,
+        "agentflow_script": "train",
         "max_turns": 3,
         "time_limit_s": 500.0,
         "reward": "llm_judge",

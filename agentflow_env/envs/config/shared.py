@@ -38,7 +38,12 @@ from agentflow_env.retrieval.remote import retriever_urls
 from agentflow_env.tasks.base import TaskSource
 from agentflow_env.tools.base import Tool
 from agentflow_env.workflow.agentflow_source import SOURCE_ENV_VAR, read_agentflow_source
-from agentflow_env.workflow.config import AnswerJudge, RewardConfig, SessionConfig
+from agentflow_env.workflow.config import (
+    AgentFlowScript,
+    AnswerJudge,
+    RewardConfig,
+    SessionConfig,
+)
 from agentflow_env.workflow.frozen_modules import Modules
 from agentflow_env.workflow.prompt_pack import PromptPack, source_label
 from agentflow_env.workflow.prompts import style_rules
@@ -243,6 +248,13 @@ class EnvConfig(abc.ABC):
         "its training answer-tag sentence are read from it (parsed, never run)",
         section="observations",
         none_means=f"${SOURCE_ENV_VAR} if set, else this project's own wording",
+    )
+    agentflow_script: AgentFlowScript | None = session_setting(
+        "agentflow_script",
+        help="reproduce AgentFlow's evaluation script (eval) or its training rollout (train) "
+        "where the two differ (the presets set it)",
+        section="observations",
+        none_means="this project's own behaviour",
     )
     agentflow_commit: str | None = setting(
         None,
