@@ -5,9 +5,9 @@ It is an aiohttp server on its own event loop in a background thread, so a slow 
 
 Replies come from a queue of ``Reply`` objects (optionally for one role only) and otherwise from
 a ``responder(role, request) -> str | Reply``. ``Reply`` covers the fault modes the client must
-survive: slow beyond the timeout, an HTTP error status, malformed JSON, empty content and
-cut-off text (finish_reason "length"). The role is read from the system prompt of
-``agentflow_env.modules.prompts``. Run as a script (``python tests/fake_openai_server.py --delay
+survive: slow beyond the timeout, an HTTP error status, malformed JSON, empty content,
+cut-off text (finish_reason "length") and a refused ``response_format``. The role is read from
+the system prompt of ``agentflow_env.modules.prompts``. Run as a script (``python tests/fake_openai_server.py --delay
 0.1``) it serves the generic responder and prints ``PORT <n>`` once it listens.
 """
 
@@ -69,6 +69,13 @@ class Reply:
     @classmethod
     def error(cls, status: int = 500) -> Reply:
         return cls(status=status, body=json.dumps({"error": {"message": f"scripted {status}"}}))
+
+    @classmethod
+    def refuse_format(cls) -> Reply:
+        """A 400 refusing the request's ``response_format``, as a server without structured
+        output answers it."""
+        message = "response_format json_schema is not supported by this server"
+        return cls(status=400, body=json.dumps({"error": {"message": message}}))
 
     @classmethod
     def malformed(cls) -> Reply:

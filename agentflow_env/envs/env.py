@@ -133,10 +133,11 @@ class AgentFlowEnv(gym.Env[dict[str, Any], PlannerInput]):
             endpoint=config.llm_endpoint,
             prompt_style=config.prompt_style,
             wording=self.agentflow_wording,
+            agentflow_script=config.agentflow_script,
         )
         judge = config.judge
         if config.reward == "llm_judge" and judge is None:
-            judge = LLMJudge(LLMEndpoint.from_env("judge"))
+            judge = LLMJudge(LLMEndpoint.from_env("judge"), choice_fallback=config.choice_fallback)
         self.tokenizer: ChatTokenizer = resolve_tokenizer(config.tokenizer)
         self.prompt_encoder = PromptEncoder(self.tokenizer)
         self.session_config = SessionConfig.from_settings(

@@ -47,6 +47,9 @@ RATE_METRICS: dict[str, tuple[str, str]] = {
 """Pooled per-call rates: name -> (numerator key, denominator key) of the diagnostics."""
 
 MEAN_METRICS = ("score", "reward", "turns")
+NO_FALLBACK_SCORE = "score_without_choice_fallback"
+"""The judge's score without its choice fallback (``choice_fallback``), in the diagnostics of an
+episode where the fallback decided the score; the summary reports its mean where it differs."""
 
 
 def wilson_interval(successes: float, n: int) -> tuple[float | None, float | None]:
@@ -129,7 +132,11 @@ def _usage(rows: Sequence[Mapping[str, Any]], key: str) -> dict[str, dict[str, f
     return table
 
 
-_COUNTS = {key for pair in RATE_METRICS.values() for key in pair} | {"failures", *MEAN_METRICS}
+_COUNTS = {key for pair in RATE_METRICS.values() for key in pair} | {
+    "failures",
+    NO_FALLBACK_SCORE,
+    *MEAN_METRICS,
+}
 
 
 def clean_diagnostics(raw: Any) -> dict[str, Any]:
@@ -145,8 +152,9 @@ def clean_diagnostics(raw: Any) -> dict[str, Any]:
     for key in ("success", "verifier_stop", "planner_stop", "premature_stop"):
         if isinstance(raw.get(key), bool):
             clean[key] = raw[key]
-    if isinstance(raw.get("end_reason"), str):
-        clean["end_reason"] = raw["end_reason"]
+    for key in ("end_reason", "analysis_format"):
+        if isinstance(raw.get(key), str):
+            clean[key] = raw[key]
     budget = raw.get("success_by_budget")
     if isinstance(budget, list) and budget and all(isinstance(b, bool) for b in budget):
         clean["success_by_budget"] = budget
@@ -190,6 +198,7 @@ def summarize_diagnostics(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "modules": _usage(rows, "modules"),
         "tools": _usage(rows, "tools"),
     }
+    summary.update(_agentflow_calls(rows, summary["score"]))
     curves = [r["success_by_budget"] for r in rows if r.get("success_by_budget")]
     if curves:
         longest = max(len(c) for c in curves)
@@ -197,6 +206,25 @@ def summarize_diagnostics(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             _proportion([bool(c[min(b, len(c) - 1)]) for c in curves]) for b in range(longest)
         ]
     return summary
+
+
+def _agentflow_calls(rows: Sequence[Mapping[str, Any]], score: Estimate) -> dict[str, Any]:
+    """The mean score without the judge's choice fallback, where that differs from the mean
+    score; how the query analyses were asked for, where any episode says."""
+    found: dict[str, Any] = {}
+    if any(NO_FALLBACK_SCORE in r for r in rows):
+        strict = [
+            {NO_FALLBACK_SCORE: r.get(NO_FALLBACK_SCORE, r["score"])}
+            for r in rows
+            if isinstance(r.get("score"), int | float)
+        ]
+        estimate = _mean(strict, NO_FALLBACK_SCORE)
+        if estimate["value"] != score.get("value"):
+            found[NO_FALLBACK_SCORE] = estimate
+    formats = Counter(str(r["analysis_format"]) for r in rows if r.get("analysis_format"))
+    if formats:
+        found["analysis_formats"] = dict(formats)
+    return found
 
 
 TABLE_ROWS = (
@@ -237,6 +265,12 @@ def format_table(summaries: Mapping[str, Mapping[str, Any]], *, markdown: bool =
             estimate = summaries[name].get(key) or {}
             cells.append(f"{format_estimate(estimate, percent)} (n={estimate.get('n', 0)})")
         body.append([label, *cells])
+    if any(NO_FALLBACK_SCORE in summaries[name] for name in names):
+        cells = []
+        for name in names:
+            estimate = summaries[name].get(NO_FALLBACK_SCORE) or summaries[name].get("score") or {}
+            cells.append(f"{format_estimate(estimate, False)} (n={estimate.get('n', 0)})")
+        body.append(["mean score without the choice fallback", *cells])
     if markdown:
         lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         lines += ["| " + " | ".join(row) + " |" for row in body]

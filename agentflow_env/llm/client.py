@@ -57,6 +57,7 @@ __all__ = [
     "ContextLengthError",
     "LLMEndpoint",
     "LLMError",
+    "ResponseFormatError",
     "as_backend",
     "close_clients",
     "get_client",
@@ -76,6 +77,14 @@ class ContextLengthError(LLMError):
     """The server refused the request because its prompt is longer than the model's context
     (an HTTP 400 that says so): a fact about this one request, not about the setup."""
 
+
+class ResponseFormatError(LLMError):
+    """The server refused the request's ``response_format`` (an HTTP 400 that names it): the
+    caller may ask again without one."""
+
+
+_RESPONSE_FORMAT = re.compile(r"response_format|json_schema|guided|structured output", re.I)
+"""How servers name the structured-output request in a 400's body (OpenAI, vLLM)."""
 
 _CONTEXT_LENGTH = re.compile(r"context length|context_length|max_model_len|context window", re.I)
 """How servers say a prompt is over the context in a 400's body: vLLM ("This model's maximum
@@ -285,10 +294,13 @@ class ChatClient:
         top_p: float | None = None,
         frequency_penalty: float | None = None,
         presence_penalty: float | None = None,
+        response_format: Mapping[str, Any] | None = None,
     ) -> ChatResult:
         """One completion; retried on transient failures; ``LLMError`` when all attempts fail.
 
-        ``top_p`` and the penalties are sent only when given (else the server's defaults hold).
+        ``top_p`` and the penalties are sent only when given (else the server's defaults hold);
+        so is ``response_format`` (e.g. ``{"type": "json_schema", ...}``), and a 400 that names
+        it raises ``ResponseFormatError``.
         """
         import aiohttp
 
@@ -313,7 +325,10 @@ class ChatClient:
             "presence_penalty": presence_penalty,
         }
         body.update({key: value for key, value in optional.items() if value is not None})
+        if response_format is not None:
+            body["response_format"] = dict(response_format)
         payload = _to_json(body).encode("utf-8")  # once for all attempts
+        structured = response_format is not None
         started = time.perf_counter()
         errors: list[str] = []
         for attempt in range(ep.max_retries + 1):
@@ -324,9 +339,11 @@ class ChatClient:
                 async with state.semaphore:
                     if _HAS_TIMEOUT:  # no extra coroutine or task per attempt
                         async with asyncio.timeout(ep.timeout_s):
-                            data = await self._post(state.http, payload)
+                            data = await self._post(state.http, payload, structured)
                     else:  # pragma: no cover - Python 3.10
-                        data = await asyncio.wait_for(self._post(state.http, payload), ep.timeout_s)
+                        data = await asyncio.wait_for(
+                            self._post(state.http, payload, structured), ep.timeout_s
+                        )
                 text, finish = _read_choice(data)
             except asyncio.TimeoutError:
                 errors.append(f"attempt {attempt + 1}: timed out after {ep.timeout_s:g}s")
@@ -349,7 +366,9 @@ class ChatClient:
             f"{ep.model} at {ep.chat_url}: {len(errors)} attempt(s) failed: " + "; ".join(errors)
         )
 
-    async def _post(self, http: aiohttp.ClientSession, payload: bytes) -> dict[str, Any]:
+    async def _post(
+        self, http: aiohttp.ClientSession, payload: bytes, structured: bool = False
+    ) -> dict[str, Any]:
         # The session sends the Content-Type (and any key): no headers merged per request.
         async with http.post(self.endpoint.chat_url, data=payload) as response:
             status = response.status
@@ -358,9 +377,11 @@ class ChatClient:
             raise _RetryableError(f"HTTP {status}: {_text(raw)[:200]}")
         if status >= 400:  # a bad request, key or model name: retrying won't help
             body = _text(raw)
-            error = (
-                ContextLengthError if status == 400 and _CONTEXT_LENGTH.search(body) else LLMError
-            )
+            error: type[LLMError] = LLMError
+            if status == 400 and _CONTEXT_LENGTH.search(body):
+                error = ContextLengthError
+            elif status in (400, 422) and structured and _RESPONSE_FORMAT.search(body):
+                error = ResponseFormatError
             raise error(
                 f"{self.endpoint.model} at {self.endpoint.chat_url}: HTTP {status}: {body[:500]}"
             )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 from agentflow_env.llm.client import ChatBackend, LLMEndpoint, LLMError, as_backend
 from agentflow_env.llm.prompts import (
@@ -15,7 +15,32 @@ from agentflow_env.llm.prompts import (
     parse_judgement,
 )
 
-__all__ = ["LLMJudge", "gold_letter", "lettered_options"]
+__all__ = [
+    "CHOICE_FALLBACKS",
+    "ChoiceFallback",
+    "ChoiceScore",
+    "LLMJudge",
+    "gold_letter",
+    "lettered_options",
+]
+
+ChoiceFallback = Literal["agentflow", "none"]
+"""What a multiple-choice answer that names no option counts as: ``"agentflow"``, the first
+listed option (as AgentFlow's scoring script maps it); ``"none"``, no option (it scores 0)."""
+CHOICE_FALLBACKS: tuple[str, ...] = ("agentflow", "none")
+
+
+class ChoiceScore(float):
+    """A judge's score that the choice fallback decided; ``without_fallback``: the score the
+    answer gets without it (0: it named no option)."""
+
+    without_fallback: float
+
+    def __new__(cls, score: float, without_fallback: float = 0.0) -> ChoiceScore:
+        value = super().__new__(cls, score)
+        value.without_fallback = float(without_fallback)
+        return value
+
 
 T = TypeVar("T")
 
@@ -35,12 +60,26 @@ class LLMJudge:
     MedQA), the judge first asks which option the answer picks, then compares that option with
     the gold answer: directly when the gold names one option (its letter, its text, or the whole
     line), else by asking for a verdict on the picked option. An answer that is exactly one
-    option's letter or text needs no call to be read; one that picks no option scores 0.0.
+    option's letter or text needs no call to be read; one that picks no option scores 0.0,
+    unless ``choice_fallback="agentflow"``: then it counts as the first listed option, as in
+    AgentFlow's scoring script (an empty answer too), and the score is a ``ChoiceScore`` that
+    also says what it would be without the fallback.
     """
 
-    def __init__(self, backend: LLMEndpoint | ChatBackend, verdict_retries: int = 1) -> None:
+    def __init__(
+        self,
+        backend: LLMEndpoint | ChatBackend,
+        verdict_retries: int = 1,
+        choice_fallback: ChoiceFallback | None = None,
+    ) -> None:
+        if choice_fallback not in (None, *CHOICE_FALLBACKS):
+            raise ValueError(
+                f"choice_fallback must be one of {list(CHOICE_FALLBACKS)} or None, "
+                f"got {choice_fallback!r:.40}"
+            )
         self.backend = as_backend(backend)
         self.verdict_retries = verdict_retries
+        self.choice_fallback = choice_fallback
 
     async def judge(
         self,
@@ -50,9 +89,10 @@ class LLMJudge:
         *,
         options: Sequence[str] = (),
     ) -> float:
-        if answer is None or not answer.strip():
-            return 0.0
         lettered = lettered_options(options)
+        fallback = self.choice_fallback == "agentflow" and len(lettered) >= 2
+        if answer is None or (not answer.strip() and not fallback):
+            return 0.0
         if len(lettered) >= 2:
             return await self._judge_choice(question, answer, gold_answers, lettered)
         return await self._verdict(question, answer, gold_answers)
@@ -71,14 +111,28 @@ class LLMJudge:
         options: Sequence[tuple[str, str]],
     ) -> float:
         letters = [letter for letter, _ in options]
-        picked = _letter_of(answer, options)
+        picked = _letter_of(answer, options) if answer.strip() else ""
         if picked is None:
             messages = choice_messages(question, answer, options)
             picked = await self._ask(
                 messages, lambda text: parse_choice(text, letters), "Choice: letter or none"
             )
         if not picked:
-            return 0.0
+            if self.choice_fallback != "agentflow":
+                return 0.0
+            first = await self._option_score(question, gold_answers, options, letters[0])
+            return ChoiceScore(first, without_fallback=0.0)
+        return await self._option_score(question, gold_answers, options, picked)
+
+    async def _option_score(
+        self,
+        question: str,
+        gold_answers: Sequence[str],
+        options: Sequence[tuple[str, str]],
+        picked: str,
+    ) -> float:
+        """The score of the option ``picked``: by the gold's letter where the gold names one
+        option, else by a verdict on the option."""
         gold = gold_letter(gold_answers, options)
         if gold is not None:
             return 1.0 if picked == gold else 0.0

@@ -59,6 +59,7 @@ def build_modules(
     endpoint: object = None,
     prompt_style: str = "full",
     wording: PromptPack | None = None,
+    agentflow_script: str | None = None,
 ) -> Modules:
     """Build the four modules from ``"rule"``, ``"llm"``, a per-role mapping, or a ``Modules``.
 
@@ -69,7 +70,8 @@ def build_modules(
     reads ``AGENTFLOW_<ROLE>_*`` / ``AGENTFLOW_LLM_*`` environment variables.
     With ``prompt_style="agentflow"`` the LLM modules speak AgentFlow's formats
     (``agentflow_env.modules.agentflow_llm``), in ``wording`` (AgentFlow's own words, read from
-    the user's checkout) where given.
+    the user's checkout) where given, calling their models as AgentFlow's ``agentflow_script``
+    does where one is given (``agentflow_env.modules.agentflow_calls``).
     """
     if isinstance(spec, Modules):
         return spec
@@ -86,7 +88,7 @@ def build_modules(
             built[role] = _RULE[role]()
         elif choice == "llm" or _is_endpoint(choice):
             target = choice if choice != "llm" else _role_endpoint(endpoint, role)
-            built[role] = _llm_module(role, target, prompt_style, wording)
+            built[role] = _llm_module(role, target, prompt_style, wording, agentflow_script)
         elif isinstance(choice, str):
             raise ValueError(f"unknown backend {choice!r} for the {role}; available: 'rule', 'llm'")
         else:
@@ -107,10 +109,14 @@ def _role_endpoint(endpoint: object, role: str) -> object:
 
 
 def _llm_module(
-    role: str, target: object, prompt_style: str, wording: PromptPack | None = None
+    role: str,
+    target: object,
+    prompt_style: str,
+    wording: PromptPack | None = None,
+    script: str | None = None,
 ) -> object:
     if style_rules(prompt_style).renders_pack:
-        return _AGENTFLOW_LLM[role](target, wording)  # type: ignore[arg-type]
+        return _AGENTFLOW_LLM[role](target, wording, script)  # type: ignore[arg-type]
     return _LLM[role](target)  # type: ignore[arg-type]
 
 

@@ -8,10 +8,21 @@ run), the verifier seeing the ``Action Step`` memory, and the generalist's direc
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-from agentflow_env.llm.client import ChatBackend, LLMEndpoint
+from agentflow_env.llm.client import ChatBackend, ChatResult, LLMEndpoint, ResponseFormatError
+from agentflow_env.modules.agentflow_calls import (
+    STRUCTURED,
+    STRUCTURED_REFUSED,
+    STRUCTURED_UNREAD,
+    analysis_format,
+    module_sampling,
+    read_structured,
+    shown_analysis,
+)
 from agentflow_env.modules.agentflow_prompts import (
+    ANALYSIS_SECTIONS,
     CommandError,
     analysis_as_text,
     analysis_messages,
@@ -42,28 +53,97 @@ __all__ = [
     "AgentFlowGeneralist",
     "AgentFlowInitializer",
     "AgentFlowVerifier",
+    "StructuredQueryAnalysis",
 ]
 
 
 class _AgentFlowModule(_LLMModule):
     """An LLM module in AgentFlow's format; ``wording``: AgentFlow's own words, read from the
-    user's checkout (``agentflow_source``), else this project's."""
+    user's checkout (``agentflow_source``), else this project's. ``script``: AgentFlow's script
+    reproduced (``agentflow_script``); under one, each call sends the ``max_tokens`` and
+    ``top_p`` of AgentFlow's engine for the endpoint (``agentflow_calls``)."""
 
     def __init__(
-        self, backend: LLMEndpoint | ChatBackend, wording: PromptPack | None = None
+        self,
+        backend: LLMEndpoint | ChatBackend,
+        wording: PromptPack | None = None,
+        script: str | None = None,
     ) -> None:
         super().__init__(backend)
         self.wording = wording
+        self.script = script
+        self.sampling = module_sampling(self.backend, wording, script)
+
+    async def _chat(self, messages: list[dict[str, str]], **options: Any) -> ChatResult:
+        return await super()._chat(messages, **{**self.sampling, **options})
+
+
+@dataclass(frozen=True)
+class StructuredQueryAnalysis(LLMQueryAnalysis):
+    """An analysis read from a structured reply; ``shown``: the text AgentFlow's analysis class
+    gives for it (its ``__str__``, unstripped), which AgentFlow's direct-answer prompt shows."""
+
+    shown: str = ""
 
 
 class AgentFlowInitializer(_AgentFlowModule):
     """The query analysis: Concise Summary, Required Skills, Relevant Tools, Additional
     Considerations; the planner sees the four sections as written. Under AgentFlow's own
     analysis prompt (a checkout's), which asks for free text, a reply that is not a JSON object
-    with the four keys is shown as written, as AgentFlow shows a text reply."""
+    with the four keys is shown as written, as AgentFlow shows a text reply.
+
+    Under AgentFlow's scripts (``script``) with a checkout whose analysis call passes a
+    ``response_format`` class, the reply is asked for as that class's JSON fields and shown as the
+    class shows itself (``agentflow_calls``); an endpoint that refuses the format is asked again
+    for free text (and for free text only from then on), and ``meta["response_format"]`` records
+    how it was asked."""
+
+    refusal: str | None = None
+    """Why the endpoint refused the structured format, once it has."""
 
     async def analyze(self, task: Task, tools: ToolSet) -> QueryAnalysis:
-        reply = await self._chat(analysis_messages(task.question, tools, self.wording))
+        messages = analysis_messages(task.question, tools, self.wording)
+        wanted = analysis_format(self.backend, self.wording, self.script)
+        if wanted is None:
+            return self._read(task, tools, await self._chat(messages))
+        if self.refusal is not None:  # the endpoint refused it before: not asked again
+            refused = {"response_format": STRUCTURED_REFUSED, "refusal": self.refusal}
+            return self._read(task, tools, await self._chat(messages), refused)
+        asked: dict[str, Any] = {"response_format": STRUCTURED}
+        try:
+            reply = await self._chat(messages, response_format=wanted)
+        except ResponseFormatError as error:
+            self.refusal = str(error)[-300:]
+            reply = await self._chat(messages)
+            asked = {"response_format": STRUCTURED_REFUSED, "refusal": self.refusal}
+            return self._read(task, tools, reply, asked)
+        assert self.wording is not None  # analysis_format gives a format only with a pack
+        values = read_structured(reply.text, self.wording.analysis_fields)
+        if values is None:
+            return self._read(task, tools, reply, {"response_format": STRUCTURED_UNREAD})
+        shown = shown_analysis(self.wording, values)
+        sections = {key: values.get(key, "") for key in ANALYSIS_SECTIONS}
+        mentioned = tuple(name for name in tools.names if name in sections["relevant_tools"])
+        return StructuredQueryAnalysis(
+            objective=sections["concise_summary"] or f"Answer the question: {task.question}",
+            tools=mentioned or tuple(tools.names),
+            skills=tuple(_lines(sections["required_skills"])),
+            constraints=tuple(_lines(sections["additional_considerations"])),
+            text=shown.strip(),
+            raw=reply.text,
+            meta={**reply.meta(), **asked},
+            shown=shown,
+        )
+
+    def _read(
+        self,
+        task: Task,
+        tools: ToolSet,
+        reply: ChatResult,
+        asked: dict[str, Any] | None = None,
+    ) -> QueryAnalysis:
+        """The analysis from a free-text reply (``asked``: how a structured one was asked for,
+        kept in its ``meta``)."""
         as_written = self.wording is not None and read_structured_analysis(reply.text) is None
         sections = read_analysis(reply.text)
         missing = [key for key, value in sections.items() if not value]
@@ -77,7 +157,7 @@ class AgentFlowInitializer(_AgentFlowModule):
             text=reply.text.strip() if as_written else analysis_as_text(sections),
             raw=reply.text,
             note=None if as_written else note,
-            meta=reply.meta(),
+            meta={**reply.meta(), **(asked or {})},
         )
 
 
@@ -114,6 +194,24 @@ class AgentFlowExecutor(_AgentFlowModule):
         )
         return arguments
 
+    async def command_reply(
+        self, action: PlannerAction, tool: Tool, task: Task, memory: Memory
+    ) -> str:
+        """The executor model's reply itself, for the turn to read and run as AgentFlow does
+        (under its scripts: ``workflow.agentflow_command``); nothing of it is run here."""
+        messages = command_messages(
+            task.question, action.sub_goal, action.context, tool, self.wording
+        )
+        reply = await self._chat(messages)
+        memory.log(
+            "module_output",
+            len(memory) + 1,
+            module="executor",
+            raw=reply.text,
+            **reply.meta(),
+        )
+        return reply.text
+
 
 class AgentFlowVerifier(_AgentFlowModule):
     """Judges the ``Action Step`` memory; ends with ``Conclusion: STOP|CONTINUE`` (none: CONTINUE).
@@ -130,14 +228,8 @@ class AgentFlowVerifier(_AgentFlowModule):
         return LLMVerification(verdict.stop, verdict.rationale, (), raw=reply.text, meta=meta)
 
 
-class AgentFlowGeneralist(LLMGeneralist):
+class AgentFlowGeneralist(_AgentFlowModule, LLMGeneralist):
     """AgentFlow's direct output: a process summary, then ``Answer:``."""
-
-    def __init__(
-        self, backend: LLMEndpoint | ChatBackend, wording: PromptPack | None = None
-    ) -> None:
-        super().__init__(backend)
-        self.wording = wording
 
     def messages(self, memory: Memory) -> list[dict[str, str]]:
         return generalist_messages(memory, self.wording)

@@ -110,7 +110,11 @@ def generalist_messages(memory: Memory, wording: PromptPack | None = None) -> li
 def _analysis_object_text(analysis: QueryAnalysis | None) -> str:
     """The analysis as AgentFlow's direct-answer prompt shows it: its analysis model's reply
     itself, which, unlike what its planner and verifier get, is not stripped: a text reply as
-    written, a structured one as its four sections with a newline before and after."""
+    written, a structured one as its four sections with a newline before and after (as
+    AgentFlow's analysis class shows it, where the reply was read with that class's fields)."""
+    shown = getattr(analysis, "shown", "")
+    if isinstance(shown, str) and shown:
+        return shown
     text = analysis_text(analysis)
     raw = getattr(analysis, "raw", "")
     if isinstance(raw, str) and raw and raw.strip() == text:

@@ -66,10 +66,11 @@ class _LLMModule:
     def __init__(self, backend: LLMEndpoint | ChatBackend) -> None:
         self.backend = as_backend(backend)
 
-    async def _chat(self, messages: list[dict[str, str]]) -> ChatResult:
+    async def _chat(self, messages: list[dict[str, str]], **options: Any) -> ChatResult:
         """The reply; ``LLMError`` (the module's recorded failure) when it has no text: the
-        client never asks again for a reply (see ``agentflow_env.llm.client``)."""
-        reply = await self.backend.chat(messages)
+        client never asks again for a reply (see ``agentflow_env.llm.client``). ``options``:
+        the backend's keyword arguments (``max_tokens``, ``top_p``, ...)."""
+        reply = await self.backend.chat(messages, **options)
         if reply.blank:
             raise LLMError(
                 f"{type(self).__name__}: the model's reply is empty or whitespace only "

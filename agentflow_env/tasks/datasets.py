@@ -73,6 +73,7 @@ def load_tasks(
     limit: int | None = None,
     format: str | None = None,
     answer_tag_suffix: bool = False,
+    strip_questions: bool = True,
 ) -> list[Task]:
     """Read QA tasks from ``path`` (format from the extension, else sniffed from the content).
 
@@ -85,7 +86,8 @@ def load_tasks(
     word in the file name (train/dev/val/test), else ``"test"``. ``limit`` keeps the first tasks
     (after filtering) only. ``answer_tag_suffix`` appends ``ANSWER_TAG_INSTRUCTION`` to every
     question that does not already ask for ``<answer>`` tags (as AgentFlow does for its training
-    questions).
+    questions). ``strip_questions=False`` keeps each question as the file has it, surrounding
+    whitespace included (AgentFlow's scripts send it so; the presets ask for it).
     """
     if limit is not None and limit < 1:
         raise ValueError(f"limit must be >= 1, got {limit}")
@@ -98,7 +100,8 @@ def load_tasks(
         if split is not None and own_split is not None and not _same_split(own_split, split):
             left_out[own_split] += 1
             continue
-        task = _to_task(record, file, where, index, corpus, split or own_split or name_split)
+        task_split = split or own_split or name_split
+        task = _to_task(record, file, where, index, corpus, task_split, strip_questions)
         if answer_tag_suffix:
             task = dataclasses.replace(task, question=with_answer_tag_instruction(task.question))
         tasks.append(task)
@@ -144,7 +147,8 @@ class DatasetTaskSource(ListTaskSource):
     """Tasks from a data file, sampled uniformly.
 
     ``corpus`` is a ``Corpus`` or the path of a corpus JSONL (loaded once per process and shared
-    by every source that names the same unchanged file). ``answer_tag_suffix`` is ``load_tasks``'s.
+    by every source that names the same unchanged file). ``answer_tag_suffix`` and
+    ``strip_questions`` are ``load_tasks``'s.
     """
 
     def __init__(
@@ -155,6 +159,7 @@ class DatasetTaskSource(ListTaskSource):
         limit: int | None = None,
         format: str | None = None,
         answer_tag_suffix: bool = False,
+        strip_questions: bool = True,
     ) -> None:
         self.path = Path(path)
         self.corpus = resolve_corpus(corpus)
@@ -166,6 +171,7 @@ class DatasetTaskSource(ListTaskSource):
                 limit=limit,
                 format=format,
                 answer_tag_suffix=answer_tag_suffix,
+                strip_questions=strip_questions,
             )
         )
 
@@ -259,6 +265,7 @@ def _to_task(
     index: int,
     corpus: Corpus | None,
     task_split: str,
+    strip_question: bool = True,
 ) -> Task:
     def fail(message: str) -> DatasetError:
         return DatasetError(f"{file}, {where}: {message}")
@@ -289,7 +296,7 @@ def _to_task(
     extra = {str(k): _metadata_text(v) for k, v in record.items() if k not in used}
     return Task(
         task_id=task_id,
-        question=question.strip(),
+        question=question.strip() if strip_question else question,
         gold_answers=gold,
         corpus=corpus,
         kind="qa",

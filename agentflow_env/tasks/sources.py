@@ -138,11 +138,18 @@ def dataset_source(
     index_cache_dir: str | os.PathLike[str] | None = None,
     warm_index: bool = True,
     answer_tag_suffix: bool = False,
+    strip_questions: bool = True,
 ) -> TaskSource:
     """Tasks from a QA file; its corpus gets a BM25 index cached on disk and shared in-process.
-    ``answer_tag_suffix`` asks each question for an answer in ``<answer>`` tags."""
+    ``answer_tag_suffix`` asks each question for an answer in ``<answer>`` tags;
+    ``strip_questions=False`` keeps each question's surrounding whitespace."""
     source = DatasetTaskSource(
-        dataset, corpus=corpus, split=split, limit=limit, answer_tag_suffix=answer_tag_suffix
+        dataset,
+        corpus=corpus,
+        split=split,
+        limit=limit,
+        answer_tag_suffix=answer_tag_suffix,
+        strip_questions=strip_questions,
     )
     if warm_index and source.corpus is not None:
         load_or_build_index(source.corpus, index_cache_dir)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentflow_env.retrieval.corpus import Corpus
+from agentflow_env.tools.texts import AgentFlowToolTexts, AgentFlowWikipedia
 
 
 class ToolArgumentError(ValueError):
@@ -70,7 +71,10 @@ class ToolContext:
     this key, never from shared state, so a forked episode given the same calls draws the same.
     ``agentflow_shapes`` (set under ``prompt_style="agentflow"``) asks AgentFlow's tools for
     the results AgentFlow's own tools return (``ToolResult.value``), since its planner was
-    trained on those.
+    trained on those. ``agentflow_wikipedia`` picks which result AgentFlow's Wikipedia tool
+    gives (``AgentFlowWikipedia``; ``None``: this project's), ``agentflow_texts`` holds
+    AgentFlow's tools' own strings read from the user's checkout, and ``agentflow_cut`` asks
+    ``run_tool`` to cut long results as AgentFlow's scripts do (``agentflow_cut``).
     """
 
     corpus: Corpus | None = None
@@ -78,6 +82,9 @@ class ToolContext:
     time_limit_s: float | None = None
     episode_key: int = field(default_factory=_fresh_episode_key)
     agentflow_shapes: bool = False
+    agentflow_wikipedia: AgentFlowWikipedia | None = None
+    agentflow_texts: AgentFlowToolTexts = AgentFlowToolTexts()
+    agentflow_cut: bool = False
 
 
 @dataclass

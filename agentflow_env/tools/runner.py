@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from agentflow_env.tools.base import Tool, ToolArgumentError, ToolContext, ToolResult
+from agentflow_env.tools.texts import agentflow_cut
 
 
 async def run_tool(
@@ -50,6 +51,8 @@ async def run_tool(
     if not isinstance(result, ToolResult):
         return ToolResult.failure(f"{tool.name} returned {type(result).__name__}, not ToolResult")
     result.metadata.setdefault("latency_s", round(time.perf_counter() - started, 6))
+    if context.agentflow_cut:
+        return _agentflow_capped(result, max_output_chars)
     return _capped(result, max_output_chars)
 
 
@@ -59,4 +62,21 @@ def _capped(result: ToolResult, max_chars: int) -> ToolResult:
     dropped = len(result.output) - max_chars
     result.output = result.output[:max_chars] + f"\n...[output cut: {dropped} more characters]"
     result.metadata["truncated_chars"] = dropped
+    return result
+
+
+def _agentflow_capped(result: ToolResult, max_chars: int) -> ToolResult:
+    """``result`` cut by AgentFlow's rule (``agentflow_cut``): each long string of its value,
+    or its text when it has no value, rather than the text as a whole."""
+    if result.value is not None:
+        value = agentflow_cut(result.value, max_chars)
+        if value != result.value:
+            result.value = value
+            result.output = str(value)
+            result.metadata["agentflow_cut"] = True
+        return result
+    cut = agentflow_cut(result.output, max_chars)
+    if cut != result.output:
+        result.metadata["agentflow_cut"] = True
+        result.output = cut
     return result

@@ -36,6 +36,7 @@ from agentflow_env.tools.agentflow.metadata import require_llm_engine, user_meta
 from agentflow_env.tools.base import Tool
 from agentflow_env.tools.registry import ToolSet
 from agentflow_env.workflow.actions import FINISH_TOOL_NAME
+from agentflow_env.workflow.agentflow_command import CommandRecord, Uncaptured
 from agentflow_env.workflow.memory import Memory, MemoryEntry, QueryAnalysis, cached_text
 from agentflow_env.workflow.own_pack import (
     AGENTFLOW_SYSTEM,
@@ -57,6 +58,7 @@ __all__ = [
     "memory_actions",
     "memory_actions_text",
     "memory_value",
+    "recorded_command",
     "tool_metadata",
     "tool_metadata_text",
     "tool_value",
@@ -263,13 +265,20 @@ def _action(entry: MemoryEntry, wording: PromptPack | None = None) -> dict[str, 
     if entry.selected_tool is None:
         named = entry.unmatched_tool
         pack = OWN_PACK if wording is None else wording
+        no_command, no_result = pack.no_tool_texts  # the pack's script picks whose (for_script)
         return {
             "tool_name": None
             if named is None
             else pack.unmatched_tool.render({"tool_name": named}),
             "sub_goal": entry.sub_goal or None,
-            "command": pack.no_tool_command,
-            "result": pack.no_tool_result,
+            "command": no_command,
+            "result": no_result,
+        }
+    if entry.agentflow_command is not None:  # under AgentFlow's scripts: as written, every call
+        return {
+            "tool_name": entry.selected_tool,
+            "sub_goal": entry.sub_goal,
+            **recorded_command(entry.agentflow_command, wording),
         }
     result: Any = [entry.tool_result] if entry.tool_ok else [f"Error: {' | '.join(entry.errors)}"]
     if entry.tool_value is not None:  # the value AgentFlow's tool returns (a dict, say)
@@ -280,6 +289,24 @@ def _action(entry: MemoryEntry, wording: PromptPack | None = None) -> dict[str, 
         "command": command_text(entry.tool_arguments),
         "result": result,
     }
+
+
+def recorded_command(record: CommandRecord, wording: PromptPack | None = None) -> dict[str, Any]:
+    """The ``command`` and ``result`` AgentFlow's memory holds for a step whose tool was
+    matched, in ``wording``'s words: the command as written (or the pack's "no command"
+    text), and the list of what each call gave (or the pack's failure text)."""
+    pack = OWN_PACK if wording is None else wording
+    no_command = pack.no_command if pack.no_command is not None else OWN_PACK.no_command
+    failure = pack.command_failure or OWN_PACK.command_failure
+    uncaptured = pack.no_execution or OWN_PACK.no_execution
+    assert failure is not None and uncaptured is not None
+    result: Any = [
+        uncaptured.render({"block": output.piece}) if isinstance(output, Uncaptured) else output
+        for output in record.outputs
+    ]
+    if record.failure is not None:
+        result = failure.render({"str(e)": record.failure})
+    return {"command": no_command if record.text is None else record.text, "result": result}
 
 
 def analysis_text(analysis: QueryAnalysis | None, *, show_sub_questions: bool = False) -> str:

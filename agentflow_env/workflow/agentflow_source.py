@@ -4,13 +4,17 @@ This project does not carry AgentFlow's prose. A planner trained with AgentFlow'
 its exact prompts, so with ``agentflow_source=PATH`` every sentence AgentFlow puts in front of a
 model is read from the user's own checkout at PATH when the env is built: the planner's
 next-step prompt, the executor's, verifier's and direct-answer prompts, the tool cards, the
-system prompt, the memory text of a step with no usable tool and the sentence its training
-rollout appends to each question. The files are parsed with ``ast``; nothing of AgentFlow is
-imported or run. A prompt is kept as the literal parts and placeholders of AgentFlow's f-string
-(``Template``), so filling the placeholders with the same values gives AgentFlow's text byte
-for byte, whitespace included.
+system prompt, the memory text of a step with no usable tool (its training solver's and its
+evaluation script's) and the sentence its training rollout appends to each question. The
+files are parsed with ``ast``; nothing of AgentFlow is imported or run. A prompt is kept as
+the literal parts and placeholders of AgentFlow's f-string (``Template``), so filling the
+placeholders with the same values gives AgentFlow's text byte for byte, whitespace included.
 
-A checkout that lacks a file or a piece raises ``AgentFlowSourceError`` naming both.
+A checkout that lacks a file or a piece raises ``AgentFlowSourceError`` naming both. Two
+pieces are optional: the structured query analysis (the fields and the ``__str__`` of the class
+its planner passes as ``response_format``; none where it passes none) and its engines' per-call
+``max_tokens`` and ``top_p`` defaults (a backend whose engine file lacks them keeps the
+endpoint's).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from agentflow_env.tools.texts import COUNT_FIELD, QUERY_FIELD, AgentFlowToolTexts
 from agentflow_env.workflow.prompt_pack import (
     Placeholder,
     PromptPack,
@@ -40,6 +45,7 @@ __all__ = [
     "AgentFlowSourceError",
     "checkout_commit",
     "read_agentflow_source",
+    "read_tool_texts",
 ]
 
 SOURCE_ENV_VAR = "AGENTFLOW_SOURCE"
@@ -55,6 +61,7 @@ ENGINE_FILE = PACKAGE / "engine" / "vllm.py"
 TOOLS_DIR = PACKAGE / "tools"
 TOOL_BASE_FILE = TOOLS_DIR / "base.py"
 ROLLOUT_FILE = Path("train", "rollout.py")
+EVAL_FILE = Path("test", "solve.py")
 
 # The placeholders each prompt may hold: the expressions AgentFlow's f-strings use, which the
 # renderers know how to fill. A checkout whose prompt holds another one is refused when read.
@@ -125,7 +132,9 @@ def read_agentflow_source(root: str | os.PathLike[str]) -> PromptPack:
     base = base.resolve()
     planner = _Module.read(base, PLANNER_FILE)
     solver = _Module.read(base, SOLVER_FILE)
-    command, result = _no_tool_texts(solver)
+    command, result = _no_tool_texts(solver, "solve")
+    evaluation = _Module.read(base, EVAL_FILE)
+    eval_command, eval_result = _no_tool_texts(evaluation, "solve_single_problem")
     tools, module_tools = _tool_cards(base)
     return PromptPack(
         name="agentflow",
@@ -147,6 +156,11 @@ def read_agentflow_source(root: str | os.PathLike[str]) -> PromptPack:
         answer_suffix=_answer_suffix(_Module.read(base, ROLLOUT_FILE)),
         tools=tools,
         module_tools=module_tools,
+        eval_no_tool_command=eval_command,
+        eval_no_tool_result=eval_result,
+        **_analysis_and_engines(base, planner),
+        **_command_texts(_Module.read(base, EXECUTOR_FILE)),
+        tool_texts=read_tool_texts(base),
     )
 
 
@@ -399,10 +413,11 @@ def _unmatched_tool(planner: _Module) -> Template:
     )
 
 
-def _no_tool_texts(solver: _Module) -> tuple[str, str]:
-    """The command and result ``Solver.solve`` records for a step with no usable tool: the
-    branch that sets both ``command`` and ``result`` to strings."""
-    for node in ast.walk(solver.method("Solver", "solve")):
+def _no_tool_texts(solver: _Module, method: str) -> tuple[str, str]:
+    """The command and result ``Solver.<method>`` records for a step with no usable tool: the
+    branch that sets both ``command`` and ``result`` to strings (the training solver's
+    ``solve``, the evaluation script's ``solve_single_problem``)."""
+    for node in ast.walk(solver.method("Solver", method)):
         if not isinstance(node, ast.If):
             continue
         texts = {
@@ -417,9 +432,55 @@ def _no_tool_texts(solver: _Module) -> tuple[str, str]:
         if "command" in texts and "result" in texts:
             return texts["command"], texts["result"]
     raise solver.error(
-        "no branch of Solver.solve that records a step with no usable tool (command = '...' "
-        "and result = '...')"
+        f"no branch of Solver.{method} that records a step with no usable tool (command = "
+        "'...' and result = '...')"
     )
+
+
+def _command_texts(executor: _Module) -> dict[str, Any]:
+    """What AgentFlow's executor records for a reply with no command (the string
+    ``extract_explanation_and_command`` starts ``command`` with), for a command whose run fails
+    (the f-string ``execute_tool_command`` returns with ``str(e)`` alone) and for a piece that
+    sets no ``execution`` (the f-string it appends with ``block``)."""
+    extract = executor.method("Executor", "extract_explanation_and_command")
+    no_command = next(
+        (
+            value.value
+            for name, value in _assignments(extract.body)
+            if name == "command"
+            and isinstance(value, ast.Constant)
+            and isinstance(value.value, str)
+        ),
+        None,
+    )
+    if not isinstance(no_command, str):
+        raise executor.error(
+            "no string assigned to command in Executor.extract_explanation_and_command"
+        )
+    run = executor.method("Executor", "execute_tool_command")
+    where = f"{executor.relative}, Executor.execute_tool_command"
+    failures = [
+        executor.template(node.value, where)
+        for node in ast.walk(run)
+        if isinstance(node, ast.Return) and isinstance(node.value, ast.JoinedStr)
+    ]
+    failure = next((t for t in reversed(failures) if t.fields == ("str(e)",)), None)
+    appended = [
+        executor.template(call.args[0], where)
+        for call in ast.walk(run)
+        if isinstance(call, ast.Call)
+        and isinstance(call.func, ast.Attribute)
+        and call.func.attr == "append"
+        and len(call.args) == 1
+        and isinstance(call.args[0], ast.JoinedStr)
+    ]
+    uncaptured = next((t for t in appended if t.fields == ("block",)), None)
+    if failure is None or uncaptured is None:
+        raise executor.error(
+            "no f-string of Executor.execute_tool_command for a failed run (returned, with "
+            "{str(e)}) or for a piece with no execution (appended, with {block})"
+        )
+    return {"no_command": no_command, "command_failure": failure, "no_execution": uncaptured}
 
 
 def _answer_suffix(rollout: _Module) -> str:
@@ -579,3 +640,254 @@ def _is_super_init(node: ast.AST) -> bool:
         and isinstance(node.func.value.func, ast.Name)
         and node.func.value.func.id == "super"
     )
+
+
+# -- the structured analysis and the engines' defaults ---------------------------------------------
+ENGINE_FILES = {"openai": "openai.py", "dashscope": "dashscope.py", "vllm": "vllm.py"}
+"""Backend -> AgentFlow's engine file for it (under ``engine/``), whose ``_generate_text``
+defaults give the backend's ``max_tokens`` and ``top_p``."""
+_ENGINE_SETTINGS = ("max_tokens", "top_p")
+
+
+def _analysis_and_engines(root: Path, planner: _Module) -> dict[str, Any]:
+    """The pack fields of the structured analysis and of the engines' per-call defaults."""
+    fields, shown = _structured_analysis(root, planner)
+    return {
+        "analysis_fields": fields,
+        "analysis_shown": shown,
+        "engine_defaults": _engine_defaults(root),
+    }
+
+
+def _structured_analysis(root: Path, planner: _Module) -> tuple[tuple[str, ...], Template | None]:
+    """The fields and the ``__str__`` f-string of the class ``Planner.analyze_query`` passes as
+    ``response_format``; ``((), None)`` where it passes none (it asks for free text)."""
+    passed = [
+        keyword.value.id
+        for call in ast.walk(planner.method("Planner", "analyze_query"))
+        if isinstance(call, ast.Call)
+        for keyword in call.keywords
+        if keyword.arg == "response_format" and isinstance(keyword.value, ast.Name)
+    ]
+    if not passed:
+        return (), None
+    module, name = _class_home(root, planner, passed[-1])
+    node = module.class_def(name)
+    fields = tuple(
+        statement.target.id
+        for statement in node.body
+        if isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name)
+    )
+    where = f"{module.relative}, {name}.__str__"
+    returned = [
+        value
+        for method in node.body
+        if isinstance(method, ast.FunctionDef) and method.name == "__str__"
+        for ret in ast.walk(method)
+        if isinstance(ret, ast.Return) and isinstance(value := ret.value, ast.JoinedStr)
+    ]
+    if not fields or len(returned) != 1:
+        raise module.error(
+            f"{name} (the analysis's response_format) needs typed fields and an f-string "
+            "returned by its __str__ (how AgentFlow shows the analysis)"
+        )
+    shown = module.template(returned[0], where)
+    unknown = [part for part in shown.fields if part.removeprefix("self.") not in fields]
+    if unknown:
+        raise module.error(f"{where}: {unknown} name no field of {name}")
+    return fields, shown
+
+
+def _class_home(root: Path, module: _Module, name: str) -> tuple[_Module, str]:
+    """The file that defines the class ``module`` knows as ``name``, and its name there."""
+    for node in module.tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == name:
+            return module, name
+        if isinstance(node, ast.ImportFrom):
+            for alias in node.names:
+                if (alias.asname or alias.name) != name:
+                    continue
+                parts = (node.module or "").split(".") if node.module else []
+                if node.level:
+                    folder = module.relative.parents[node.level - 1]
+                    relative = folder.joinpath(*parts).with_suffix(".py")
+                else:
+                    relative = Path("agentflow", *parts).with_suffix(".py")
+                return _Module.read(root, relative), alias.name
+    raise module.error(f"{name} (the analysis's response_format) is neither defined nor imported")
+
+
+def _engine_defaults(root: Path) -> dict[str, dict[str, float]]:
+    """Backend -> the ``max_tokens`` and ``top_p`` defaults of its engine's ``_generate_text``;
+    a backend whose file or defaults the checkout lacks is left out (the endpoint's hold)."""
+    found: dict[str, dict[str, float]] = {}
+    for backend, filename in ENGINE_FILES.items():
+        relative = PACKAGE / "engine" / filename
+        if not (root / relative).is_file():
+            continue
+        engine = _Module.read(root, relative)
+        for node in ast.walk(engine.tree):
+            if isinstance(node, ast.FunctionDef) and node.name == "_generate_text":
+                values = _numeric_defaults(node.args)
+                if values:
+                    found[backend] = values
+                break
+    return found
+
+
+def _numeric_defaults(arguments: ast.arguments) -> dict[str, float]:
+    positional = arguments.posonlyargs + arguments.args
+    with_default = positional[len(positional) - len(arguments.defaults) :]
+    pairs = list(zip(with_default, arguments.defaults, strict=True))
+    pairs += [(a, d) for a, d in zip(arguments.kwonlyargs, arguments.kw_defaults, strict=True) if d]
+    return {
+        argument.arg: float(default.value)
+        for argument, default in pairs
+        if argument.arg in _ENGINE_SETTINGS
+        and isinstance(default, ast.Constant)
+        and isinstance(default.value, int | float)
+        and not isinstance(default.value, bool)
+    }
+
+
+# -- the tools' own strings -----------------------------------------------------------------------
+WIKIPEDIA_TOOL_FILE = TOOLS_DIR / "wikipedia_search" / "tool.py"
+PYTHON_TOOL_FILE = TOOLS_DIR / "python_coder" / "tool.py"
+
+
+def read_tool_texts(root: str | os.PathLike[str]) -> AgentFlowToolTexts:
+    """The strings AgentFlow's Wikipedia and Python tools put in their results, read from the
+    checkout at ``root`` (part of ``read_agentflow_source``'s pack)."""
+    root = Path(root)
+    wiki = _Module.read(root, WIKIPEDIA_TOOL_FILE)
+    python = _Module.read(root, PYTHON_TOOL_FILE)
+    search = _function(wiki, "search_wikipedia")
+    run = _function(python, "execute_code_snippet")
+    return AgentFlowToolTexts(
+        wikipedia_abstract_end=_cut_ending(wiki, search),
+        wikipedia_no_results=_error_sentence(wiki, search, "query", QUERY_FIELD),
+        python_middle_cut=_middle_marker(python, _function(python, "truncate_string")),
+        python_omitted=_omitted_note(python, run),
+        python_no_code=_raised_message(python, _function(python, "preprocess_code")),
+        python_timeout=_constant_error(python, run),
+    )
+
+
+def _function(module: _Module, name: str) -> ast.FunctionDef:
+    for node in ast.walk(module.tree):
+        if isinstance(node, ast.FunctionDef) and node.name == name:
+            return node
+    raise module.error(f"no function {name}")
+
+
+def _one_field_text(module: _Module, node: ast.JoinedStr, where: str, field: str) -> str | None:
+    """An f-string with one placeholder as text with ``field`` in its place (``None`` when
+    it has another number of placeholders or a literal part already holds ``field``)."""
+    template = module.template(node, where)
+    if len(template.fields) != 1:
+        return None
+    parts = [part if isinstance(part, str) else field for part in template.parts]
+    literal = [part for part in template.parts if isinstance(part, str)]
+    return None if any(field in part for part in literal) else "".join(parts)
+
+
+def _cut_ending(module: _Module, function: ast.FunctionDef) -> str:
+    """What ``search_wikipedia`` puts after a page's text cut with ``text[:n]``."""
+    for node in ast.walk(function):
+        if (
+            isinstance(node, ast.BinOp)
+            and isinstance(node.op, ast.Add)
+            and isinstance(node.left, ast.Subscript)
+            and isinstance(node.left.slice, ast.Slice)
+            and node.left.slice.lower is None
+            and isinstance(node.right, ast.Constant | ast.JoinedStr)
+        ):
+            value = module.literal(node.right, "the ending of a cut abstract")
+            if isinstance(value, str):
+                return value
+    raise module.error(f"{function.name}: no text[:n] + '...' cutting a page's abstract")
+
+
+def _error_sentence(module: _Module, function: ast.FunctionDef, name: str, field: str) -> str:
+    """The ``"error"`` f-string of ``function`` whose only placeholder is ``name``."""
+    where = f"{module.relative}, {function.name}"
+    for node in ast.walk(function):
+        if not isinstance(node, ast.Dict):
+            continue
+        for key, value in zip(node.keys, node.values, strict=True):
+            if (
+                isinstance(key, ast.Constant)
+                and key.value == "error"
+                and isinstance(value, ast.JoinedStr)
+                and [ast.unparse(p.value) for p in _placeholders(value)] == [name]
+            ):
+                text = _one_field_text(module, value, where, field)
+                if text is not None:
+                    return text
+    raise module.error(f"{function.name}: no 'error' f-string holding only {{{name}}}")
+
+
+def _placeholders(node: ast.JoinedStr) -> list[ast.FormattedValue]:
+    return [piece for piece in node.values if isinstance(piece, ast.FormattedValue)]
+
+
+def _middle_marker(module: _Module, function: ast.FunctionDef) -> str:
+    """The one string ``truncate_string`` returns between a text's head and tail."""
+    for node in ast.walk(function):
+        if isinstance(node, ast.Return) and node.value is not None:
+            strings = [
+                piece.value
+                for piece in _added(node.value)
+                if isinstance(piece, ast.Constant) and isinstance(piece.value, str)
+            ]
+            if len(strings) == 1:
+                return strings[0]
+    raise module.error(f"{function.name}: no head + '...' + tail returned")
+
+
+def _omitted_note(module: _Module, function: ast.FunctionDef) -> str:
+    """The f-string ``execute_code_snippet`` stores under ``"__truncated__"``, its count as
+    ``COUNT_FIELD``."""
+    where = f"{module.relative}, {function.name}"
+    for node in ast.walk(function):
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(target := node.targets[0], ast.Subscript)
+            and isinstance(target.slice, ast.Constant)
+            and target.slice.value == "__truncated__"
+            and isinstance(node.value, ast.JoinedStr)
+        ):
+            text = _one_field_text(module, node.value, where, COUNT_FIELD)
+            if text is not None:
+                return text
+    raise module.error(f"{function.name}: no f-string with one count stored under '__truncated__'")
+
+
+def _raised_message(module: _Module, function: ast.FunctionDef) -> str:
+    """The message of the exception ``function`` raises (a string literal)."""
+    for node in ast.walk(function):
+        if (
+            isinstance(node, ast.Raise)
+            and isinstance(node.exc, ast.Call)
+            and node.exc.args
+            and isinstance(first := node.exc.args[0], ast.Constant)
+            and isinstance(first.value, str)
+        ):
+            return first.value
+    raise module.error(f"{function.name}: raises no exception with a message")
+
+
+def _constant_error(module: _Module, function: ast.FunctionDef) -> str:
+    """The one fixed ``{"error": "..."}`` ``function`` returns (its time-out's)."""
+    for node in ast.walk(function):
+        if isinstance(node, ast.Return) and isinstance(node.value, ast.Dict):
+            for key, value in zip(node.value.keys, node.value.values, strict=True):
+                if (
+                    isinstance(key, ast.Constant)
+                    and key.value == "error"
+                    and isinstance(value, ast.Constant)
+                    and isinstance(value.value, str)
+                ):
+                    return value.value
+    raise module.error(f"{function.name}: returns no fixed {{'error': '...'}}")

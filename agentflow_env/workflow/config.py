@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from agentflow_env.tools.texts import AgentFlowWikipedia
 from agentflow_env.workflow.action_input import DEFAULT_MAX_ACTION_TOKENS
 from agentflow_env.workflow.observations import ObservationMode, check_observation_mode
 from agentflow_env.workflow.outcome import Termination, check_termination
@@ -115,8 +116,9 @@ class SessionConfig:
     A finish is recorded as a turn with no tool and the status STOP, ``end_reason
     "planner_stop"``; where the planner may not finish, it names an unknown tool."""
     time_limit_s: float | None = None
-    """Wall-clock seconds an episode may run from its start; the turn that ends past it ends the
-    episode (``end_reason="time_limit"``), as AgentFlow's evaluation limit does."""
+    """Wall-clock seconds an episode may run from its start (under ``agentflow_script="eval"``
+    from the end of the query analysis, as AgentFlow's evaluation script counts); the turn that
+    ends past it ends the episode (``end_reason="time_limit"``), as AgentFlow's limit does."""
     budget_curve: bool = False
     """Add ``success_by_budget`` to the diagnostics at the end (``Session.success_by_budget``:
     one generalist call per budget shorter than the episode)."""
@@ -125,9 +127,15 @@ class SessionConfig:
     evaluation (``"eval"``, ``test/solve.py``) or its training rollout (``"train"``, its
     solver and ``train/rollout.py``); set by the ``agentflow_eval`` and ``agentflow_train``
     presets. ``None``: this project's own behaviour."""
+    agentflow_wikipedia: AgentFlowWikipedia | None = None
+    """Which result AgentFlow's Wikipedia tool gives under ``prompt_style="agentflow"``:
+    ``"as_run"``, the one its published code returns (no page picked), or ``"as_intended"``,
+    the picked pages answered (``agentflow_env.tools.texts``). ``None``: this project's."""
     agentflow_wording: PromptPack | None = None
     """AgentFlow's own words, read from the user's checkout (``agentflow_source``), for the
-    ``"agentflow"`` prompt style; ``None``: this project's own wording."""
+    ``"agentflow"`` prompt style, as ``agentflow_script`` renders them
+    (``PromptPack.for_script``, which ``EnvConfig.agentflow_wording`` applies); ``None``: this
+    project's own wording."""
 
     def __post_init__(self) -> None:
         # Types and bounds are the caller's to keep (an env's typed config checks each field);

@@ -101,13 +101,18 @@ async def _score(state: EpisodeState, deps: EpisodeDeps, answer: str | None) -> 
     extra = {"options": options} if options else {}
     try:
         call = config.judge.judge(task.question, scored_answer(answer), task.gold_answers, **extra)
-        verdict = float(await timed(state, "judge", state.turn, call))
+        judged = await timed(state, "judge", state.turn, call)
+        verdict = float(judged)
         if not 0.0 <= verdict <= 1.0:
             raise ValueError(f"judge score must lie in [0, 1], got {verdict}")
     except Exception as exc:
         module_failed(state, state.turn, "judge", exc)
         return 0.0
-    state.memory.log("judge", state.turn, score=verdict)
+    # A multiple-choice answer that named no option, scored by the judge's choice fallback:
+    # the score without it is kept beside (``choice_fallback``, the diagnostics).
+    strict = getattr(judged, "without_fallback", None)
+    fallback = {} if strict is None else {"without_choice_fallback": float(strict)}
+    state.memory.log("judge", state.turn, score=verdict, **fallback)
     return verdict
 
 

@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 from agentflow_env.tasks.base import Task
 from agentflow_env.tools.base import ToolContext
 from agentflow_env.tools.registry import ToolSet
+from agentflow_env.tools.texts import AgentFlowToolTexts
 from agentflow_env.workflow.actions import PlannerAction
 from agentflow_env.workflow.config import SessionConfig
 from agentflow_env.workflow.end_policy import EndPolicy
@@ -30,7 +31,7 @@ from agentflow_env.workflow.prompts import style_rules
 from agentflow_env.workflow.shaping import PotentialTracker, make_shaping
 from agentflow_env.workflow.trajectory import TurnRecord
 
-__all__ = ["SHARED", "EpisodeDeps", "EpisodeState", "fork_value", "shared"]
+__all__ = ["SHARED", "EpisodeDeps", "EpisodeState", "fork_value", "shared", "tool_context"]
 
 SHARED = "fork_shares"
 """The field metadata key that ``shared()`` sets."""
@@ -105,11 +106,7 @@ class EpisodeState:
         reward = config.reward
         return cls(
             memory=Memory(task.question, tools),
-            tool_context=ToolContext(
-                corpus=task.corpus,
-                seed=seed,
-                agentflow_shapes=style_rules(config.prompt_style).agentflow_shapes,
-            ),
+            tool_context=tool_context(task, config, seed),
             shaping=PotentialTracker(make_shaping(reward.reward_shaping, reward.shaping_weight)),
         )
 
@@ -126,3 +123,20 @@ class EpisodeState:
             value = getattr(self, item.name)
             values[item.name] = value if item.metadata.get(SHARED) else fork_value(value)
         return dataclasses.replace(self, **values)
+
+
+def tool_context(task: Task, config: SessionConfig, seed: int | None) -> ToolContext:
+    """What the tools of an episode of ``task`` are told. Under one of AgentFlow's scripts
+    (``agentflow_script``, the presets) results are cut by its rule, and with AgentFlow's
+    wording its tools' own strings come along as plain values (``AgentFlowToolTexts``)."""
+    shapes = style_rules(config.prompt_style).agentflow_shapes
+    scripted = config.agentflow_script is not None
+    pack = config.agentflow_wording
+    return ToolContext(
+        corpus=task.corpus,
+        seed=seed,
+        agentflow_shapes=shapes,
+        agentflow_wikipedia=config.agentflow_wikipedia if shapes else None,
+        agentflow_texts=pack.tool_texts if shapes and scripted and pack else AgentFlowToolTexts(),
+        agentflow_cut=scripted,
+    )

@@ -16,6 +16,7 @@ from typing import Any
 from agentflow_env.base.untrusted import shorten
 from agentflow_env.tasks.base import Evidence
 from agentflow_env.tools.registry import ToolSet
+from agentflow_env.workflow.agentflow_command import CommandRecord
 
 
 @dataclass(frozen=True)
@@ -96,6 +97,9 @@ class MemoryEntry:
     tool_value: Any = None
     """The tool's result as a Python value where it gave one (``ToolResult.value``: what one of
     AgentFlow's tools returns under ``prompt_style="agentflow"``), else None."""
+    agentflow_command: CommandRecord | None = None
+    """Under AgentFlow's scripts: the executor's command as written and what each of its calls
+    gave, as AgentFlow's memory records them (``agentflow_command``), else None."""
 
     @property
     def tool_key(self) -> str | None:
@@ -106,6 +110,9 @@ class MemoryEntry:
         # Entries read back from dicts (e.g. JSON records) carry the status as a plain string.
         status = VerificationStatus(self.verification_status)
         object.__setattr__(self, "verification_status", status)
+        if isinstance(self.agentflow_command, Mapping):  # read back from ``as_dict``
+            record = CommandRecord.from_dict(self.agentflow_command)
+            object.__setattr__(self, "agentflow_command", record)
 
     def as_dict(self) -> dict[str, Any]:
         """The entry as plain data: the status is its string, the containers are lists/dicts.
@@ -122,6 +129,9 @@ class MemoryEntry:
         record["tool_arguments"] = dict(self.tool_arguments)
         record["open_questions"] = list(self.open_questions)
         record["errors"] = list(self.errors)
+        command = record.pop("agentflow_command", None)  # records without it stay as they were
+        if command is not None:
+            record["agentflow_command"] = command.as_dict()
         return record
 
     def evidence(self) -> Evidence | None:

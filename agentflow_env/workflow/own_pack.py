@@ -24,6 +24,12 @@ a step too, and its verifier still runs)."""
 
 UNMATCHED_TOOL = "No matched tool given: {tool_name}"
 
+NO_COMMAND = "No command: the executor's reply held no code block."
+COMMAND_FAILURE = "The command could not be run: {reason}"
+NO_EXECUTION = "This part of the command set no execution: {block}"
+"""What memory records, under AgentFlow's scripts, for an executor reply with no command, a
+command that cannot be run, and a part of one that sets no ``execution``."""
+
 PLANNER_TEMPLATE = """
 Task: Decide the most useful next step toward answering the query, using the available tools \
 and what the previous steps found.
@@ -201,6 +207,9 @@ OWN_PACK = PromptPack(
     no_tool_command=NO_TOOL_COMMAND,
     no_tool_result=NO_TOOL_RESULT,
     answer_suffix=" " + ANSWER_TAG_INSTRUCTION,
+    no_command=NO_COMMAND,
+    command_failure=_template(COMMAND_FAILURE, "command failure text", reason="str(e)"),
+    no_execution=_template(NO_EXECUTION, "no-execution text", block="block"),
 )
 """The pack the ``agentflow`` style renders without ``agentflow_source``. It holds no tool cards
 (each tool shows its own), and the task sources append its answer-tag sentence themselves

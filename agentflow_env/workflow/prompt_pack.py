@@ -19,6 +19,7 @@ renderers fill every pack the same way; only where a pack's text comes from diff
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import os
 import string
@@ -26,6 +27,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from agentflow_env.tools.texts import AgentFlowToolTexts
 
 __all__ = [
     "OWN_WORDING",
@@ -155,6 +158,48 @@ class PromptPack:
     module_tools: Mapping[str, tuple[str, ...]] = field(compare=False, default_factory=dict)
     """Tool directory -> the tool classes its ``tool.py`` holds, defined there or imported (the
     classes AgentFlow's initializer loads for that directory), by class name."""
+    eval_no_tool_command: str | None = None
+    """The command AgentFlow's evaluation script (``test/solve.py``) records for a step with no
+    usable tool (``no_tool_command`` is its training solver's); ``None``: the solver's is used
+    (a pack file written before this was read)."""
+    eval_no_tool_result: str | None = None
+    """The result that goes with ``eval_no_tool_command``."""
+    script: str | None = None
+    """The AgentFlow script the pack renders for (``for_script``): ``"eval"`` takes the
+    evaluation script's no-tool texts, ``"train"`` and ``None`` the solver's."""
+    analysis_fields: tuple[str, ...] = ()
+    """The fields of the structured reply AgentFlow asks its analysis model for (its
+    ``response_format`` class's, in order); ``()``: the analysis is asked for as free text."""
+    analysis_shown: Template | None = None
+    """How AgentFlow shows that structured reply to its modules (the class's ``__str__``; its
+    placeholders are ``self.<field>``)."""
+    engine_defaults: Mapping[str, Mapping[str, float]] = field(compare=False, default_factory=dict)
+    """Backend (``openai``, ``dashscope``, ``vllm``) -> the per-call defaults of AgentFlow's
+    engine for it (``max_tokens``, ``top_p``); a backend left out keeps the endpoint's."""
+    tool_texts: AgentFlowToolTexts = AgentFlowToolTexts()
+    """AgentFlow's tools' own strings (the Wikipedia tool's abstract ending and no-results
+    sentence, the Python tool's markers and errors), handed to the tools under the presets;
+    the own pack has none (this project's)."""
+    no_command: str | None = None
+    """The command AgentFlow's executor records when its model's reply holds none (nothing
+    runs then); ``None``: this project's sentence (a pack file written before this was read)."""
+    command_failure: Template | None = None
+    """The result AgentFlow records when running a command fails (placeholder ``str(e)``: why)."""
+    no_execution: Template | None = None
+    """The result of a command piece that set no ``execution`` (placeholder ``block``)."""
+
+    def for_script(self, script: str | None) -> PromptPack:
+        """This pack, rendering as AgentFlow's ``script`` does (``SessionConfig.agentflow_script``:
+        ``"eval"``, ``"train"`` or ``None``)."""
+        return self if script == self.script else dataclasses.replace(self, script=script)
+
+    @property
+    def no_tool_texts(self) -> tuple[str, str]:
+        """The command and result memory shows for a step with no usable tool: the evaluation
+        script's under ``script="eval"`` (where the pack has them), else the solver's."""
+        if self.script == "eval" and self.eval_no_tool_command is not None:
+            return self.eval_no_tool_command, self.eval_no_tool_result or ""
+        return self.no_tool_command, self.no_tool_result
 
     @property
     def label(self) -> str:
@@ -205,6 +250,18 @@ class PromptPack:
                 for tool in self.tools
             ],
             "module_tools": {name: list(classes) for name, classes in self.module_tools.items()},
+            "eval_no_tool_command": self.eval_no_tool_command,
+            "eval_no_tool_result": self.eval_no_tool_result,
+            "script": self.script,
+            "analysis_fields": list(self.analysis_fields),
+            "analysis_shown": (
+                None if self.analysis_shown is None else _template_data(self.analysis_shown)
+            ),
+            "engine_defaults": {k: dict(v) for k, v in self.engine_defaults.items()},
+            "tool_texts": dataclasses.asdict(self.tool_texts),
+            "no_command": self.no_command,
+            "command_failure": _template_or_none(self.command_failure),
+            "no_execution": _template_or_none(self.no_execution),
         }
 
     @classmethod
@@ -228,6 +285,25 @@ class PromptPack:
                     for t in data["tools"]
                 ),
                 module_tools={k: tuple(v) for k, v in data["module_tools"].items()},
+                eval_no_tool_command=_text_or_none(data.get("eval_no_tool_command")),
+                eval_no_tool_result=_text_or_none(data.get("eval_no_tool_result")),
+                script=_text_or_none(data.get("script")),
+                analysis_fields=tuple(str(f) for f in data.get("analysis_fields", ())),
+                analysis_shown=(
+                    None
+                    if data.get("analysis_shown") is None
+                    else _template(data["analysis_shown"])
+                ),
+                engine_defaults={
+                    str(k): {str(n): float(x) for n, x in v.items()}
+                    for k, v in data.get("engine_defaults", {}).items()
+                },
+                tool_texts=AgentFlowToolTexts(
+                    **{k: _text_or_none(v) for k, v in data.get("tool_texts", {}).items()}
+                ),
+                no_command=_text_or_none(data.get("no_command")),
+                command_failure=_template_from(data.get("command_failure")),
+                no_execution=_template_from(data.get("no_execution")),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise PromptPackError(f"{where}: a malformed prompt pack ({exc!r:.200})") from exc
@@ -262,6 +338,18 @@ def read_pack(path: str | os.PathLike[str]) -> PromptPack:
 
 
 # -- JSON forms ----------------------------------------------------------------------------------
+def _text_or_none(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def _template_or_none(template: Template | None) -> dict[str, Any] | None:
+    return None if template is None else _template_data(template)
+
+
+def _template_from(data: Any) -> Template | None:
+    return None if data is None else _template(data)
+
+
 def _template_data(template: Template) -> dict[str, Any]:
     parts = [
         part

@@ -206,6 +206,10 @@ class Session:
         state.started_at = time.monotonic()
         await yield_to_loop()  # each CPU phase takes its turn on a shared loop (yield_to_loop)
         state.memory.set_analysis(await analyze_query(state, self.deps))
+        if self.config.agentflow_script == "eval":
+            # AgentFlow's evaluation script starts its clock after the query analysis (its
+            # training solver, and this project, before it).
+            state.started_at = time.monotonic()
         state.shaping.start(self.task, state.memory)
         await yield_to_loop()
         state.observation = state.initial_observation = self.observations.first(self._view())

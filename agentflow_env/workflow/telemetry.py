@@ -4,6 +4,7 @@ planner diagnostics at its end (``episode_diagnostics``)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agentflow_env.tasks.base import Task
@@ -16,7 +17,7 @@ from agentflow_env.workflow.diagnostics import (
     is_redundant,
 )
 from agentflow_env.workflow.episode_state import EpisodeDeps, EpisodeState
-from agentflow_env.workflow.memory import MemoryEntry
+from agentflow_env.workflow.memory import Event, MemoryEntry
 from agentflow_env.workflow.observations import Observation, ObservationStrategy
 from agentflow_env.workflow.outcome import EndReason
 from agentflow_env.workflow.trajectory import TurnRecord
@@ -137,7 +138,7 @@ def episode_diagnostics(
         answered = evidence_answers(task, state.memory.evidence())
     except Exception:  # a reader that chokes on odd evidence: unknowable, not a crash
         answered = None
-    return diagnose_episode(
+    diagnostics = diagnose_episode(
         state.memory.entries,
         end_reason=end_reason.value,
         success=success,
@@ -148,3 +149,20 @@ def episode_diagnostics(
         evidence_answers=answered,
         events=state.memory.events,
     )
+    return {**diagnostics, **agentflow_records(state.memory.events)}
+
+
+def agentflow_records(events: Sequence[Event]) -> dict[str, Any]:
+    """What AgentFlow's own calls left in the episode's events, where they left anything:
+    ``analysis_format``, how the query analysis was asked for (``json_schema``, ``refused``:
+    the endpoint refused the format and it was asked as free text, ``json_schema_unread``);
+    ``score_without_choice_fallback``, the judge's score without its choice fallback."""
+    records: dict[str, Any] = {}
+    for event in events:
+        if event.kind == "analysis":
+            meta = (event.payload.get("analysis") or {}).get("meta") or {}
+            if isinstance(meta, Mapping) and isinstance(meta.get("response_format"), str):
+                records["analysis_format"] = meta["response_format"]
+        elif event.kind == "judge" and "without_choice_fallback" in event.payload:
+            records["score_without_choice_fallback"] = event.payload["without_choice_fallback"]
+    return records

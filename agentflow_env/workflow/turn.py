@@ -15,7 +15,7 @@ from typing import Any
 from agentflow_env.base.loop_runner import yield_to_loop
 from agentflow_env.base.untrusted import shorten
 from agentflow_env.tools.agentflow.names import match_agentflow_tool
-from agentflow_env.tools.base import Tool, ToolResult
+from agentflow_env.tools.base import Tool, ToolArgumentError, ToolResult
 from agentflow_env.tools.runner import run_tool
 from agentflow_env.workflow.action_input import ActionInput
 from agentflow_env.workflow.actions import (
@@ -24,6 +24,12 @@ from agentflow_env.workflow.actions import (
     is_finish,
     parse_planner_action,
 )
+from agentflow_env.workflow.agentflow_command import (
+    CommandRecord,
+    Uncaptured,
+    read_command_reply,
+)
+from agentflow_env.workflow.agentflow_reply import parse_agentflow_action
 from agentflow_env.workflow.episode_state import EpisodeDeps, EpisodeState
 from agentflow_env.workflow.memory import MemoryEntry, QueryAnalysis, VerificationStatus
 from agentflow_env.workflow.module_calls import expect, module_failed, timed
@@ -68,8 +74,10 @@ async def run_turn(
     if error is not None:
         return _invalid_entry(state, turn, None, error)
     may_finish = deps.end.planner_may_finish
+    # Under AgentFlow's scripts the reply is read as AgentFlow reads it (agentflow_reply).
+    parse = parse_planner_action if deps.config.agentflow_script is None else parse_agentflow_action
     try:
-        action = parse_planner_action(action_text, finish=may_finish)
+        action = parse(action_text, finish=may_finish)
     except ActionParseError as exc:
         entry = _invalid_entry(state, turn, None, f"malformed action: {exc}")
         return await _verified_invalid(state, deps, entry)
@@ -82,6 +90,16 @@ async def run_turn(
         error = f"unknown tool {name!r}; available tools: {known}"
         entry = _invalid_entry(state, turn, action, error, unmatched_tool=action.tool_name)
         return await _verified_invalid(state, deps, entry)
+    command_reply = getattr(deps.modules.executor, "command_reply", None)
+    if deps.config.agentflow_script is not None and command_reply is not None:
+        try:
+            reply = command_reply(action, tool, deps.task, state.memory)
+            reply_text = str(await timed(state, "executor", turn, reply))
+        except Exception as exc:
+            module_failed(state, turn, "executor", exc)
+            error = f"executor failed: {exc}"
+            return _invalid_entry(state, turn, action, error, status=VerificationStatus.ERROR)
+        return await _command_turn(state, deps, turn, action, tool, reply_text)
     try:
         command = deps.modules.executor.command(action, tool, deps.task, state.memory)
         arguments = await timed(state, "executor", turn, command)
@@ -130,6 +148,108 @@ async def _tool_turn(
     status, open_questions, verify_errors = await _verify(state, deps, turn, provisional)
     errors += verify_errors
     return _tool_entry(turn, action, tool, arguments, result, status, open_questions, errors)
+
+
+async def _command_turn(
+    state: EpisodeState,
+    deps: EpisodeDeps,
+    turn: int,
+    action: PlannerAction,
+    tool: Tool,
+    reply: str,
+) -> MemoryEntry:
+    """Under AgentFlow's scripts: the executor's command as AgentFlow runs it (each piece's
+    ``tool.execute`` calls in order, read, never executed), recorded as written; a reply with
+    no command runs nothing. Then the verifier, as for one call."""
+    command, pieces = read_command_reply(reply)
+    results: list[ToolResult] = []
+    outputs: list[Any] = []
+    arguments: dict[str, Any] = {}
+    failure = None
+    await yield_to_loop()
+    for piece in pieces:
+        failure = piece.refused
+        captured: Any = Uncaptured(piece.text)
+        for call in () if failure else piece.calls:
+            arguments, result, failure = await _run_call(state, deps, turn, tool, call.arguments)
+            if failure is not None:
+                break
+            assert result is not None
+            results.append(result)
+            if call.records:
+                captured = _recorded_output(result)
+        if failure is not None:
+            break
+        outputs.append(captured)
+    record = CommandRecord(command, tuple(outputs), failure)
+    errors = tuple(r.error for r in results if r.error) + ((failure,) if failure else ())
+    entry = MemoryEntry(
+        turn=turn,
+        justification=action.justification,
+        context=action.context,
+        sub_goal=action.sub_goal,
+        selected_tool=tool.name,
+        tool_arguments=arguments,
+        tool_result="\n\n".join(result.output for result in results),
+        tool_ok=bool(results) and failure is None and all(r.ok for r in results),
+        verification_status=VerificationStatus.PENDING,
+        errors=errors,
+        tool_identity=tool.original_name if tool.original_name != tool.name else None,
+        agentflow_command=record,
+    )
+    await yield_to_loop()
+    status, open_questions, verify_errors = await _verify(state, deps, turn, entry)
+    return dataclasses.replace(
+        entry,
+        verification_status=status,
+        open_questions=open_questions,
+        errors=errors + verify_errors,
+    )
+
+
+async def _run_call(
+    state: EpisodeState,
+    deps: EpisodeDeps,
+    turn: int,
+    tool: Tool,
+    given: Mapping[str | None, Any],
+) -> tuple[dict[str, Any], ToolResult | None, str | None]:
+    """One ``tool.execute`` call of a command: ``(arguments, result, None)``, or why it could
+    not be called (arguments that do not fit the tool, where AgentFlow's call would raise)."""
+    arguments = {tool.card.primary_argument if k is None else k: v for k, v in given.items()}
+    try:
+        arguments = tool.validate(arguments)
+    except ToolArgumentError as exc:
+        state.metrics.invalid_actions += 1
+        return arguments, None, str(exc)
+    config = deps.config
+    result = await run_tool(
+        tool,
+        arguments,
+        state.tool_context,
+        timeout_s=min(tool.timeout_s, config.tool_timeout_s),
+        max_output_chars=config.max_tool_output_chars,
+    )
+    state.memory.log(
+        "tool_call",
+        turn,
+        tool=tool.name,
+        arguments=dict(arguments),
+        ok=result.ok,
+        error=result.error,
+        metadata=_plain(result.metadata),
+    )
+    _count_call(state, result)
+    latency = float(result.metadata.get("latency_s", 0.0))
+    state.turn_latency["tool"] = state.turn_latency.get("tool", 0.0) + latency
+    return arguments, result, None
+
+
+def _recorded_output(result: ToolResult) -> Any:
+    """What AgentFlow's list holds for one call: the tool's value, its text, or its error."""
+    if result.value is not None:
+        return result.value
+    return result.output if result.ok else f"Error: {result.error}"
 
 
 def _tool_entry(
@@ -201,9 +321,10 @@ async def _verified_invalid(
 def _tool_named(deps: EpisodeDeps, name: str) -> Tool | None:
     """The tool the planner named. In AgentFlow's format only as AgentFlow's planner matches
     names (case, spaces and underscores aside, the shown names only), so a short or a
-    misspelt name is an unknown tool there as it is in AgentFlow; else any forgiving
-    spelling or alias."""
-    if not style_rules(deps.config.prompt_style).exact_tool_names:
+    misspelt name is an unknown tool there as it is in AgentFlow (and under AgentFlow's
+    scripts); else any forgiving spelling or alias."""
+    exact = style_rules(deps.config.prompt_style).exact_tool_names
+    if not exact and deps.config.agentflow_script is None:
         return deps.tools.get(name)
     matched = match_agentflow_tool(name, deps.tools.names)
     return next((tool for tool in deps.tools if tool.name == matched), None)

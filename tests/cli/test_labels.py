@@ -214,3 +214,22 @@ def test_code_labels_in_every_format_reset_an_env(tmp_path: Path) -> None:
             _, info = env.reset(options={"task": task})
             assert info["question"] == task.question and task.kind in ("make24", "compute")
             env.close()
+
+
+@pytest.mark.parametrize(
+    ("argv", "question"),
+    [
+        ((), "Who?"),  # this project's own: stripped
+        (("--preset", "agentflow_eval"), "  Who?\n"),  # as the env reads it under the preset
+        (("--agentflow-script", "eval"), "  Who?\n"),
+    ],
+)
+def test_dataset_labels_carry_the_question_the_env_would_read(
+    tmp_path: Path, argv: tuple[str, ...], question: str
+) -> None:
+    qa = tmp_path / "qa.jsonl"
+    qa.write_text(json.dumps({"id": "a", "question": "  Who?\n", "answers": ["Ada"]}) + "\n")
+    (row,) = rows(write(tmp_path, "generic", "dataset", "--file", str(qa), *argv))
+    spec = TaskSpec.from_json(row["label"])
+    assert spec.record is not None and spec.record["question"] == question
+    assert row["prompt"] == question

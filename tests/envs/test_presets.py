@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
+from typing import Any
 
 import gymnasium as gym
 import pytest
@@ -97,4 +99,48 @@ def test_sub_question_hints_are_shown_only_when_asked(style: str) -> None:
     env = gym.make("AgentFlow-Search-v0", hops=2, prompt_style=style, show_sub_questions=False)
     text = env.reset(seed=0)[0]["text"]
     assert sub_question not in text
+    env.close()
+
+
+@pytest.mark.parametrize(
+    ("settings", "question"),
+    [
+        ({}, "Who?"),  # this project's own: stripped
+        ({"preset": "agentflow_eval"}, "  Who?\n"),  # AgentFlow sends it as the file has it
+        ({"agentflow_script": "eval"}, "  Who?\n"),
+    ],
+)
+def test_dataset_questions_are_verbatim_under_agentflows_scripts(
+    tmp_path: Path, settings: dict[str, str], question: str
+) -> None:
+    (tmp_path / "qa.jsonl").write_text(json.dumps({"question": "  Who?\n", "answers": ["Ada"]}))
+    (tmp_path / "wiki.jsonl").write_text(json.dumps({"id": "1", "contents": "Ada\nAda."}) + "\n")
+    config = SearchEnvConfig.from_kwargs(
+        dataset=str(tmp_path / "qa.jsonl"), corpus=str(tmp_path / "wiki.jsonl"), **settings
+    )
+    (task,) = config.make_task_source().tasks
+    assert task.question == question
+
+
+@pytest.mark.parametrize(
+    ("script", "ends"),
+    [(None, True), ("train", True), ("eval", False)],  # eval: the clock starts after analysis
+)
+def test_the_time_limit_counts_from_where_agentflows_script_starts_its_clock(
+    monkeypatch: pytest.MonkeyPatch, script: str | None, ends: bool
+) -> None:
+    from agentflow_env.workflow import session as session_module
+
+    analyze = session_module.analyze_query
+
+    async def slow_analysis(*args: Any, **kwargs: Any) -> Any:
+        await asyncio.sleep(1.5)  # longer than the limit; the turn after it is quick
+        return await analyze(*args, **kwargs)
+
+    monkeypatch.setattr(session_module, "analyze_query", slow_analysis)
+    env = gym.make("AgentFlow-Search-v0", hops=3, time_limit_s=1.2, agentflow_script=script)
+    planner = ExpertPlanner(env)
+    observation, info = env.reset(seed=0)
+    _, _, _, truncated, info = env.step(planner.act(observation, info))
+    assert (info.get("end_reason") == "time_limit") is ends and truncated is ends
     env.close()

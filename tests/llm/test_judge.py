@@ -220,3 +220,85 @@ def test_an_episode_without_options_asks_for_a_verdict_on_the_last_tagged_answer
     prompt = user_text(server.requests[0])
     assert "Model Response: Odo\n" in prompt and "Labeled Answer: Odo Varn" in prompt
     assert "Options:" not in prompt
+
+
+# -- AgentFlow's reading of an answer that names no option (choice_fallback) --------------------
+
+
+@pytest.mark.parametrize(
+    ("fallback", "gold", "score"),
+    [
+        ("agentflow", "A. the brass one", 1.0),  # counted as the first option, which is right
+        ("agentflow", "B. the tin one", 0.0),
+        ("none", "A. the brass one", 0.0),
+        (None, "A. the brass one", 0.0),  # today's reading
+    ],
+)
+def test_an_answer_naming_no_option_counts_as_the_first_under_agentflows_fallback(
+    server: FakeOpenAIServer, fallback: Any, gold: str, score: float
+) -> None:
+    endpoint = LLMEndpoint(server.base_url, "fake", timeout_s=2.0, max_retries=0)
+    judge = LLMJudge(endpoint, choice_fallback=fallback)
+    server.push(Reply("Analysis: it hedges.\nChoice: none"), role="judge")
+    judged = bounded(judge.judge("q", "brass or tin", [gold], options=GPQA_LIKE["choices"]))
+    assert judged == score
+    # Only the fallback's scores say what they would be without it.
+    assert getattr(judged, "without_fallback", None) == (0.0 if fallback == "agentflow" else None)
+    # An empty answer names no option either; no answer at all scores 0.
+    empty = bounded(judge.judge("q", "  ", [gold], options=GPQA_LIKE["choices"]))
+    assert empty == score and len(server.requests) == 1
+    assert bounded(judge.judge("q", None, [gold], options=GPQA_LIKE["choices"])) == 0.0
+
+
+def test_an_unknown_choice_fallback_is_refused() -> None:
+    with pytest.raises(ValueError, match="choice_fallback"):
+        LLMJudge(LLMEndpoint("http://127.0.0.1:9/v1", "fake"), choice_fallback="first")  # type: ignore[arg-type]
+
+
+def test_the_eval_preset_counts_no_option_as_agentflows_scoring_script_does() -> None:
+    from agentflow_env.envs.config import SearchEnvConfig
+
+    assert SearchEnvConfig.from_kwargs(preset="agentflow_eval").choice_fallback == "agentflow"
+    assert SearchEnvConfig.from_kwargs(preset="agentflow_train").choice_fallback is None
+    assert SearchEnvConfig.from_kwargs().choice_fallback is None
+
+
+def test_an_episode_reports_its_score_without_the_fallback(
+    tmp_path: Path, server: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    record = {**GPQA_LIKE, "answer_idx": 0, "answer": "A. the brass one"}
+    data, corpus = write_bench(tmp_path, record)
+    monkeypatch.setenv("AGENTFLOW_JUDGE_BASE_URL", server.base_url)
+    monkeypatch.setenv("AGENTFLOW_JUDGE_MODEL", "fake")
+    env = gym.make(
+        "AgentFlow-Search-v0",
+        dataset=str(data),
+        corpus=str(corpus),
+        termination="planner",
+        reward="llm_judge",
+        choice_fallback="agentflow",
+    )
+    server.push(Reply("Analysis: no pick.\nChoice: none"), role="judge")
+    try:
+        env.reset(seed=0)
+        _, reward, _, _, info = env.step(format_finish_action("<answer>I cannot tell</answer>"))
+    finally:
+        env.close()
+    assert reward == 1.0 and info["score"] == 1.0
+    assert info["diagnostics"]["score_without_choice_fallback"] == 0.0
+
+
+def test_the_summary_reports_both_scores_where_they_differ() -> None:
+    from agentflow_env.evaluation.metrics import format_table, summarize_diagnostics
+
+    rows = [
+        {"score": 1.0, "score_without_choice_fallback": 0.0, "success": False},
+        {"score": 1.0, "success": True},
+    ]
+    summary = summarize_diagnostics(rows)
+    assert summary["score"]["value"] == 1.0
+    assert summary["score_without_choice_fallback"]["value"] == 0.5
+    assert "mean score without the choice fallback  0.50" in format_table({"run": summary})
+    same = summarize_diagnostics([{"score": 0.0, "score_without_choice_fallback": 0.0}])
+    assert "score_without_choice_fallback" not in same
+    assert "choice fallback" not in format_table({"run": same})

@@ -246,3 +246,26 @@ def test_env_search_through_a_retriever_server(tmp_path: Path) -> None:
             env.close()
     with pytest.raises(ValueError, match="corpus= goes with dataset="):
         gym.make("AgentFlow-Search-v0", corpus=str(tmp_path / "wiki.jsonl"))
+
+
+@pytest.mark.parametrize(
+    ("strip", "expected"),
+    [(True, ["Who?", "Where is it?"]), (False, ["  Who?\n", "Where is it? "])],
+    ids=["own", "verbatim"],
+)
+@pytest.mark.parametrize("fmt", ["jsonl", "json"])
+def test_questions_are_stripped_unless_kept_verbatim(
+    tmp_path: Path, fmt: str, strip: bool, expected: list[str]
+) -> None:
+    records = [
+        {"id": "a", "question": "  Who?\n", "answers": ["Ada"]},
+        {"pid": "b", "query": "Where is it? ", "question": "Where?", "answer": "Here"},
+    ]
+    path = tmp_path / f"qa.{fmt}"
+    if fmt == "jsonl":
+        write_jsonl(path, records)
+    else:
+        path.write_text(json.dumps(records), "utf-8")
+    tasks = load_tasks(path, strip_questions=strip)
+    assert [task.question for task in tasks] == expected
+    assert [t.question for t in DatasetTaskSource(path, strip_questions=strip).tasks] == expected

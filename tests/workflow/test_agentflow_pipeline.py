@@ -94,8 +94,8 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Any:
         yield running
 
 
-def run(actions: list[tuple[str, str, str]], task: Task) -> tuple[dict, Any]:
-    env = gym.make("AgentFlow-Search-v0", preset="agentflow_eval", tasks=[task])
+def run(actions: list[tuple[str, str, str]], task: Task, **settings: Any) -> tuple[dict, Any]:
+    env = gym.make("AgentFlow-Search-v0", preset="agentflow_eval", tasks=[task], **settings)
     observation, info = env.reset(seed=0)
     assert "**Available Tools:** " + str(list(AGENTFLOW_TOOLS)) in observation["text"]
     for context, sub_goal, tool in actions:
@@ -125,6 +125,7 @@ def test_a_search_task_follows_agentflows_pipeline(server: FakeOpenAIServer) -> 
             ),
         ],
         SEARCH_TASK,
+        agentflow_wikipedia="as_intended",  # the pages picked and answered, as AgentFlow meant
     )
     zorblat = {
         "title": "Zorblat",

@@ -182,7 +182,8 @@ def run_preset(tool_names: list[str], **settings: Any) -> tuple[dict[str, Any], 
 
 
 def test_in_the_preset_short_names_are_unmatched_and_results_keep_agentflows_shapes() -> None:
-    _, session = run_preset(["Wikipedia_Search_Tool", "wikipedia rag search tool"])
+    names = ["Wikipedia_Search_Tool", "wikipedia rag search tool"]
+    _, session = run_preset(names, agentflow_wikipedia="as_intended")  # the picked pages' shape
     steps = memory_actions(session.memory)
     assert steps["Action Step 1"]["tool_name"] == "No matched tool given: Wikipedia_Search_Tool"
     second = steps["Action Step 2"]

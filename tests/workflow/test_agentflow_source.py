@@ -45,6 +45,8 @@ SYSTEM = "ZEBRA system prompt, plain."
 UNMATCHED = "QUAGGA no tool answers to {tool_name}!"
 NO_COMMAND = "QUAGGA command sentence."
 NO_RESULT = "QUAGGA result sentence."
+EVAL_NO_COMMAND = "OKAPI eval command sentence."
+EVAL_NO_RESULT = "OKAPI eval result sentence."
 TAG_SENTENCE = "ZEBRA tag sentence: wrap it in <answer></answer>."
 
 # The prompts as they appear in the fake files: f-string bodies in the fake checkout's source.
@@ -182,6 +184,88 @@ def f_string(source: str) -> str:
     return f'f"""{source}"""'
 
 
+ANALYSIS_CLASS = '''from pydantic import BaseModel
+
+
+class Reading(BaseModel):
+    concise_summary: str
+    required_skills: str
+    relevant_tools: str
+    additional_considerations: str
+
+    def __str__(self):
+        return f"""
+GNU gist >> {self.concise_summary}
+GNU know-how:
+{self.required_skills}
+GNU helpers:
+{self.relevant_tools}
+GNU caveats:
+{self.additional_considerations}
+"""
+'''
+"""A made-up analysis class: AgentFlow's field names, made-up labels."""
+
+
+def engine_source(name: str, max_tokens: int, top_p: float) -> str:
+    """A made-up AgentFlow engine whose ``_generate_text`` has these defaults."""
+    return (
+        f"class {name}:\n"
+        "    def _generate_text(self, prompt, system_prompt=None, temperature=0, "
+        f"max_tokens={max_tokens}, top_p={top_p}, response_format=None):\n"
+        "        return prompt\n"
+    )
+
+
+WIKI_CUT_END = " <<ZEBRA snip>>"
+WIKI_NO_RESULTS = "ZEBRA found nothing for {query}!"
+PY_MIDDLE_CUT = " <ZEBRA middle gone> "
+PY_OMITTED = "ZEBRA: {count} variables not shown"
+COUNTED = "{len(local_vars) - var_count}"  # the count as AgentFlow's f-string computes it
+PY_NO_CODE = "ZEBRA saw no code"
+PY_TIMEOUT = "ZEBRA ran out of time"
+TOOL_PARTS = {
+    "wikipedia_search": f'''
+
+class ZebraPages:
+    def search_wikipedia(self, query, max_length=100):
+        found = self.lookup(query)
+        if not found:
+            return [{{"title": None, "error": f"{WIKI_NO_RESULTS}"}}]
+        text = found[0]
+        text = text[:max_length] + f"{WIKI_CUT_END}" if len(text) > max_length else text
+        return [{{"title": "x", "abstract": text, "error": f"ZEBRA broke: {{str(query)}}"}}]
+''',
+    "python_coder": f'''
+
+class ZebraRunner:
+    @staticmethod
+    def preprocess_code(code):
+        if "```" not in code:
+            raise ValueError("{PY_NO_CODE}")
+        return code
+
+    def truncate_string(self, text, max_length):
+        if len(text) <= max_length:
+            return text
+        return text[:10] + "{PY_MIDDLE_CUT}" + text[-10:]
+
+    def execute_code_snippet(self, code, max_vars=20):
+        local_vars, var_count, used_vars = {{}}, 0, {{}}
+        try:
+            self.run(code)
+        except TimeoutError:
+            return {{"error": "{PY_TIMEOUT}"}}
+        except Exception as e:
+            return {{"error": str(e)}}
+        if var_count >= max_vars:
+            used_vars["__truncated__"] = f"{PY_OMITTED.replace("{count}", COUNTED)}"
+        return used_vars
+''',
+}
+"""Made-up pieces of AgentFlow's Wikipedia and Python tools holding their own strings."""
+
+
 def make_checkout(root: Path) -> Path:
     """A fake AgentFlow checkout: AgentFlow's layout, made-up sentences."""
     package = root / "agentflow" / "agentflow"
@@ -233,6 +317,29 @@ class Planner:
                               tool_metadata, step_count=0, json_data=None):
         prompt_generate_tool_command = {f_string(COMMAND)}
         return self.ask(prompt_generate_tool_command)
+
+    def extract_explanation_and_command(self, response):
+        explanation = "Nothing explained here."
+        command = "Nothing to run here."
+        return explanation, command
+
+    def execute_tool_command(self, tool_name, command):
+        def run_one(block):
+            if block is None:
+                return f"Gave up after {{self.max_time}} ticks"
+            return block
+
+        if tool_name is None:
+            return f"Could not load {{tool_name}}: {{str(tool_name)}}"
+        try:
+            executions = []
+            for block in command.split(";"):
+                result = run_one(block)
+                if result is None:
+                    executions.append(f"Missed one: {{block}}")
+            return executions
+        except Exception as e:
+            return f"Running failed, sorry: {{str(e)}}"
 """,
         "models/verifier.py": f"""class Verifier:
     def verificate_context(self, question, image, query_analysis, memory, step_count=0):
@@ -259,6 +366,9 @@ class Planner:
     def __init__(self, system_prompt=DEFAULT_SYSTEM_PROMPT):
         self.system_prompt = system_prompt
 ''',
+        "models/formatters.py": ANALYSIS_CLASS,  # the analysis's response_format class
+        "engine/openai.py": engine_source("ChatHosted", 1234, 0.5),
+        "engine/dashscope.py": engine_source("ChatCloud", 777, 0.25),
         "tools/base.py": """class BaseTool:
     require_llm_engine = False
 
@@ -273,7 +383,8 @@ class Planner:
         imports = ""
         if name == wiki and web:  # AgentFlow's Wikipedia module imports the web RAG tool
             imports = f"from agentflow.tools.web_search.tool import {LONG_TO_SHORT[web[0]]}\n"
-        files[f"tools/{directory_of(name)}/tool.py"] = tool_source(name, imports)
+        parts = TOOL_PARTS.get(directory_of(name), "")  # the tools' own strings
+        files[f"tools/{directory_of(name)}/tool.py"] = tool_source(name, imports) + parts
     for relative, text in files.items():
         path = package / relative
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -286,6 +397,23 @@ class Planner:
         output_format = "{TAG_SENTENCE}"
         prompt = task["question"] + " " + output_format
         return rollout.solve(question=prompt)
+''',
+        "utf-8",
+    )
+    evaluation = root / "test" / "solve.py"  # AgentFlow's evaluation script
+    evaluation.parent.mkdir(parents=True, exist_ok=True)
+    evaluation.write_text(
+        f'''class Solver:
+    def solve_single_problem(self, index):
+        tool_name = self.pick(index)
+        if tool_name is None or tool_name not in self.planner.available_tools:
+            print("no such tool")
+            command = "{EVAL_NO_COMMAND}"
+            result = "{EVAL_NO_RESULT}"
+        else:
+            command = "run it"
+            result = self.run(command)
+        return command, result
 ''',
         "utf-8",
     )
@@ -360,6 +488,7 @@ def test_the_commit_is_read_from_packed_refs_a_detached_head_or_a_worktree(
     [
         ("train/rollout.py", "train/rollout.py: cannot read it"),
         ("agentflow/agentflow/engine/vllm.py", "engine/vllm.py: cannot read it"),
+        ("test/solve.py", "test/solve.py: cannot read it"),
     ],
 )
 def test_a_missing_file_is_named(checkout: Path, broken: str, named: str) -> None:
@@ -409,6 +538,63 @@ def test_an_unknown_tool_step_is_recorded_in_the_checkouts_words(checkout: Path)
     messages = agentflow_planner_messages(memory, ToolSet([]), wording=wording, finish=True)
     assert messages[0]["content"] == SYSTEM
     assert "ZEBRA rules sentence.\n- Once the previous steps" in messages[1]["content"]
+
+
+@pytest.mark.parametrize(
+    ("script", "command", "result"),
+    [
+        (None, NO_COMMAND, NO_RESULT),  # no preset: the solver's, as before
+        ("train", NO_COMMAND, NO_RESULT),  # AgentFlow's training solver
+        ("eval", EVAL_NO_COMMAND, EVAL_NO_RESULT),  # AgentFlow's test/solve.py
+    ],
+)
+def test_an_unknown_tool_step_shows_the_no_tool_texts_of_the_script_reproduced(
+    checkout: Path, script: str | None, command: str, result: str
+) -> None:
+    config = SearchEnvConfig.from_kwargs(
+        prompt_style="agentflow", agentflow_source=checkout, agentflow_script=script
+    )
+    wording = config.agentflow_wording()
+    assert wording is not None and wording.script == script
+    assert (wording.eval_no_tool_command, wording.eval_no_tool_result) == (
+        EVAL_NO_COMMAND,
+        EVAL_NO_RESULT,
+    )
+    memory = Memory("Q?", ToolSet([]))
+    memory.add_entry(
+        MemoryEntry(
+            turn=1, justification="", context="", sub_goal="Look", selected_tool=None,
+            tool_arguments={}, tool_result="", tool_ok=False, verification_status="INVALID",
+            unmatched_tool="Web_Tool",
+        )
+    )  # fmt: skip
+    step = {  # the unmatched-tool text is the planner's, the same in both scripts
+        "tool_name": UNMATCHED.format(tool_name="Web_Tool"),
+        "sub_goal": "Look",
+        "command": command,
+        "result": result,
+    }
+    assert memory_actions(memory, wording) == {"Action Step 1": step}
+    shown = str({"Action Step 1": step})
+    # The planner's next prompt, the verifier's and the direct-answer prompt all show it.
+    planner = agentflow_planner_messages(memory, ToolSet([]), wording=wording)
+    assert shown in planner[1]["content"]
+    assert shown in verifier_messages(memory, ToolSet([]), wording)[1]["content"]
+    assert shown in generalist_messages(memory, wording)[1]["content"]
+
+
+def test_a_pack_file_keeps_both_scripts_no_tool_texts(checkout: Path, tmp_path: Path) -> None:
+    from agentflow_env.workflow.prompt_pack import PromptPack, read_pack, write_pack
+
+    wording = read_agentflow_source(checkout).for_script("eval")
+    assert read_pack(write_pack(wording, tmp_path / "pack.json")) == wording
+    assert wording.for_script("train").no_tool_texts == (NO_COMMAND, NO_RESULT)
+    # A pack file written before the evaluation script was read: the solver's texts.
+    data = wording.to_dict()
+    for key in ("eval_no_tool_command", "eval_no_tool_result", "script"):
+        del data[key]
+    older = PromptPack.from_dict(data).for_script("eval")
+    assert older.no_tool_texts == (NO_COMMAND, NO_RESULT)
 
 
 CORPUS = Corpus.from_documents(
@@ -499,11 +685,11 @@ def test_the_first_and_third_planner_prompts_are_agentflows_byte_for_byte(
                 "command": f'execution = tool.execute(query="{sub_goal}")',
                 "result": result,
             },
-            "Action Step 2": {
+            "Action Step 2": {  # the evaluation script's words (the preset's)
                 "tool_name": UNMATCHED.format(tool_name="Nonexistent_Tool"),
                 "sub_goal": "Look elsewhere",
-                "command": NO_COMMAND,
-                "result": NO_RESULT,
+                "command": EVAL_NO_COMMAND,
+                "result": EVAL_NO_RESULT,
             },
         },
     )

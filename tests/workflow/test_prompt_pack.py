@@ -197,6 +197,12 @@ def test_labels_record_the_packs_commit_and_another_commit_is_refused(
     env = specs[0].make_env()  # the same checkout: the same words
     env.reset(seed=specs[0].seed)
     env.close()
+    # The same commit at another path (a worker's own copy): the label names no path to stop it.
+    import shutil
+
+    copy = shutil.copytree(checkout, tmp_path / "worker" / "AgentFlow")
+    monkeypatch.setenv("AGENTFLOW_SOURCE", str(copy))
+    specs[0].make_env().close()
 
     # A pack of another commit renders other words: refused, naming both.
     data = read_agentflow_source(checkout).to_dict()

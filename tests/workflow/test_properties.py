@@ -65,6 +65,8 @@ CASES: list[tuple[str, dict[str, Any]]] = [
     (SEARCH, {"observation_mode": "flat", **LEARNED, "termination": "planner"}),
     (CODE, {"observation_mode": "structured", "tool_timeout_s": 1.0, **LEARNED}),
     (CODE, {"observation_mode": "flat", "tool_timeout_s": 1.0}),
+    # the planner's reply read by AgentFlow's rules (agentflow_reply)
+    (SEARCH, {"observation_mode": "structured", "agentflow_script": "eval", **LEARNED}),
 ]
 VOCAB = agentflow_env.load_default_tokenizer().vocab_size
 

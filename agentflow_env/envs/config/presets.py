@@ -6,7 +6,10 @@ format (``prompt_style="agentflow"``), the five tools its planner is shown, unde
 and in its order (``AGENTFLOW_TOOLS``), matched and answering as there, LLM frozen modules, no
 task hints (``show_sub_questions=False``), the verifier judging every turn, and AgentFlow's
 limits: 2048 tokens per planner turn and 120 s per tool call (its executor's limit; a tool's own
-timeout may be shorter), 10 steps and 300 s per query when evaluating; 3 steps, a 500 s limit, an
+timeout may be shorter), each string of a tool's result cut at 100,000 characters, its Wikipedia
+tool's result as its published code returns it, 10 steps and 300 s per query and its scoring
+script's reading of a multiple-choice answer that names no option (the first option) when
+evaluating; 3 steps, a 500 s limit, an
 LLM judge as reward and the ``<answer>`` instruction on each dataset question when training. A
 setting given beside the preset wins over it.
 """
@@ -28,11 +31,14 @@ _AGENTFLOW: dict[str, Any] = {
     "modules": "llm",
     "max_action_tokens": 2048,
     "tool_timeout_s": 120.0,
+    "max_tool_output_chars": 100_000,  # its scripts' cut of each string in a result
+    "agentflow_wikipedia": "as_run",  # what its published Wikipedia tool returns
 }
 PRESETS: dict[str, dict[str, Any]] = {
     "agentflow_eval": {
         **_AGENTFLOW,
         "agentflow_script": "eval",
+        "choice_fallback": "agentflow",  # its scoring script: no option named counts as A
         "max_turns": 10,
         "time_limit_s": 300.0,
     },

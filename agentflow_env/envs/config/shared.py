@@ -32,11 +32,13 @@ from agentflow_env.envs.config.fields import (
     type_hints,
 )
 from agentflow_env.envs.config.presets import Preset, with_preset
+from agentflow_env.llm.judge import ChoiceFallback
 from agentflow_env.retrieval.dense import DEFAULT_DENSE_MODEL
 from agentflow_env.retrieval.hybrid import RetrieverKind
 from agentflow_env.retrieval.remote import retriever_urls
 from agentflow_env.tasks.base import TaskSource
 from agentflow_env.tools.base import Tool
+from agentflow_env.tools.texts import AgentFlowWikipedia
 from agentflow_env.workflow.agentflow_source import SOURCE_ENV_VAR, read_agentflow_source
 from agentflow_env.workflow.config import (
     AgentFlowScript,
@@ -188,6 +190,15 @@ class EnvConfig(abc.ABC):
         section="reward",
         none_means="an LLMJudge on AGENTFLOW_JUDGE_* / AGENTFLOW_LLM_*",
     )
+    choice_fallback: ChoiceFallback | None = setting(
+        None,
+        help="for the LLM judge the env builds: a multiple-choice answer that names no option "
+        "counts as the first listed option (agentflow, as AgentFlow's scoring script counts it; "
+        "the agentflow_eval preset's default; the score without it is kept in the diagnostics) "
+        "or as none (none)",
+        section="reward",
+        none_means="as none: it scores 0",
+    )
     # -- episode
     max_turns: int = session_setting(
         "max_turns", help="planner turns per episode", section="episode", minimum=1
@@ -255,6 +266,14 @@ class EnvConfig(abc.ABC):
         "where the two differ (the presets set it)",
         section="observations",
         none_means="this project's own behaviour",
+    )
+    agentflow_wikipedia: AgentFlowWikipedia | None = session_setting(
+        "agentflow_wikipedia",
+        help="with prompt_style agentflow, which result AgentFlow's Wikipedia tool gives: "
+        "as_run, what its published code returns (no page picked, every page under the other "
+        "pages; the presets' default), or as_intended, the picked pages answered",
+        section="tools",
+        none_means="this project's own result",
     )
     agentflow_commit: str | None = setting(
         None,
@@ -331,8 +350,8 @@ class EnvConfig(abc.ABC):
 
     def agentflow_wording(self) -> PromptPack | None:
         """AgentFlow's wording read from the checkout (``agentflow_source_path``), or ``None``
-        for this project's own. A checkout that lacks a piece raises ``ValueError`` naming the
-        file and the piece."""
+        for this project's own; it renders as ``agentflow_script`` says (``for_script``). A
+        checkout that lacks a piece raises ``ValueError`` naming the file and the piece."""
         path = self.agentflow_source_path()
         if path is None:
             return None
@@ -343,7 +362,7 @@ class EnvConfig(abc.ABC):
                 f"for commit {self.agentflow_commit} (agentflow_commit=): give the checkout or "
                 "pack at that commit"
             )
-        return pack
+        return pack.for_script(self.agentflow_script)  # whose no-tool memory text it shows
 
     def wording_label(self) -> str:
         """``own``, or ``AgentFlow's, from PATH at COMMIT`` (for summaries and checks)."""

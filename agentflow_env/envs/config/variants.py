@@ -170,6 +170,8 @@ class SearchEnvConfig(EnvConfig):
                 index_cache_dir=self.index_cache_dir,
                 warm_index=not self.retriever_url,
                 answer_tag_suffix=self.answer_tag_suffix and wording is None,
+                # AgentFlow's scripts send a question as its file has it.
+                strip_questions=self.agentflow_script is None,
             )
             if wording is not None:
                 source = with_question_suffix(source, wording.answer_suffix)

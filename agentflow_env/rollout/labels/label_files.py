@@ -164,6 +164,18 @@ def answer_tag_suffix(given: Mapping[str, Any], env_kwargs: Mapping[str, Any]) -
     return bool(filled.get("answer_tag_suffix"))
 
 
+def agentflow_script(env_kwargs: Mapping[str, Any]) -> str | None:
+    """The AgentFlow script the labels' settings reproduce (``agentflow_script``, given or
+    filled by their preset): an inline record reaches the env as written, so a dataset's
+    questions are written as the env would read them (verbatim under a preset)."""
+    try:
+        filled = with_preset(env_kwargs, {"agentflow_script"})
+    except ValueError:  # an unknown preset: the labels' check reports it
+        return None
+    script = filled.get("agentflow_script")
+    return None if script is None else str(script)
+
+
 # -- options -----------------------------------------------------------------------------------
 def add_label_commands(parser: argparse.ArgumentParser) -> None:
     """Add ``--env-id`` and the subcommands ``synthetic``, ``dataset``, ``probe`` (which tasks;
@@ -292,6 +304,7 @@ def write_labels(args: argparse.Namespace) -> int:
             env_kwargs=env_kwargs,
             answer_tag_suffix=tagged,
             question_suffix=checkout_suffix(env_kwargs) if tagged else None,
+            strip_questions=agentflow_script(env_kwargs) is None,
         )
         datasource = args.datasource or Path(given["dataset"]).name.split(".")[0]
     return write_label_rows(tasks, args.out, datasource, args.label_format)
@@ -301,6 +314,7 @@ __all__ = [
     "ADAPTER_SETTINGS",
     "DATASET_FLAGS",
     "add_label_commands",
+    "agentflow_script",
     "answer_tag_suffix",
     "checkout_suffix",
     "convert_label_file",

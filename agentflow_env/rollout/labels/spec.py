@@ -347,6 +347,7 @@ def dataset_specs(
     env_kwargs: Mapping[str, Any] | None = None,
     answer_tag_suffix: bool = False,
     question_suffix: str | None = None,
+    strip_questions: bool = True,
 ) -> Iterator[tuple[TaskSpec, Task]]:
     """One inline-record spec per task of a QA data file (see ``agentflow_env.tasks.datasets``).
 
@@ -354,10 +355,14 @@ def dataset_specs(
     when the Search tool asks a retriever server. ``answer_tag_suffix`` writes each question
     with the ``<answer>`` instruction (an inline record is never given it by the env);
     ``question_suffix`` instead appends that text to every question as it is (AgentFlow's own
-    sentence, read from a checkout: ``PromptPack.answer_suffix``).
+    sentence, read from a checkout: ``PromptPack.answer_suffix``). ``strip_questions=False``
+    writes each question as the file has it (as the env reads it under AgentFlow's presets).
     """
     own = answer_tag_suffix and question_suffix is None
-    for task in load_tasks(path, split=split, limit=limit, answer_tag_suffix=own):
+    tasks = load_tasks(
+        path, split=split, limit=limit, answer_tag_suffix=own, strip_questions=strip_questions
+    )
+    for task in tasks:
         if question_suffix is not None:
             task = replace(task, question=task.question + question_suffix)
         yield TaskSpec.for_task(task, env_id, env_kwargs, corpus_path=corpus), task

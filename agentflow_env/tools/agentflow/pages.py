@@ -70,9 +70,19 @@ def title_of(reference: str) -> str | None:
     return unquote(match.group("title")).replace("_", " ").strip() or None
 
 
+WIKIPEDIA_BASE_URL = "https://en.wikipedia.org/wiki/"
+
+
 def wikipedia_url(title: str) -> str:
     """The Wikipedia URL of an article titled ``title`` (what ``title_of`` reads back)."""
-    return "https://en.wikipedia.org/wiki/" + "_".join(title.strip().strip('"').split())
+    return WIKIPEDIA_BASE_URL + "_".join(title.strip().strip('"').split())
+
+
+def wikipedia_url_as_agentflow(title: str) -> str:
+    """The URL AgentFlow's Wikipedia tool gives a page: every space of ``title`` an
+    underscore and nothing else changed, so a corpus's quoted title keeps its quotes
+    (``title_of`` and ``same_title`` still find the page from it)."""
+    return WIKIPEDIA_BASE_URL + title.replace(" ", "_")
 
 
 def same_title(a: str, b: str) -> bool:
@@ -191,4 +201,5 @@ __all__ = [
     "title_of",
     "web_fetch_allowed",
     "wikipedia_url",
+    "wikipedia_url_as_agentflow",
 ]

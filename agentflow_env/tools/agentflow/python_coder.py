@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import secrets
 import time
 from collections.abc import Mapping
@@ -25,6 +26,7 @@ from agentflow_env.tools.agentflow.names import PYTHON_CODER, short_names_of
 from agentflow_env.tools.base import ToolCard, ToolContext, ToolResult
 from agentflow_env.tools.python_tool import PythonTool, extract_code
 from agentflow_env.tools.sandbox import SandboxLimits
+from agentflow_env.tools.texts import COUNT_FIELD, AgentFlowToolTexts
 
 SYSTEM_PROMPT = (
     "You write short, self-contained Python 3 programs that compute what a request asks. "
@@ -83,7 +85,9 @@ class PythonCodeGeneratorTool(LLMTool):
     """``query`` -> the model's program -> run in the sandbox -> code and output as text; in
     AgentFlow's shapes (``ToolContext.agentflow_shapes``) the dict AgentFlow's Python tool
     returns: ``printed_output``, ``variables`` (reported by a few lines run after the
-    program, ``variables_trailer``) and ``execution_code``, or ``error`` alone.
+    program, ``variables_trailer``) and ``execution_code``, or ``error`` alone; with AgentFlow's
+    own words (``ToolContext.agentflow_texts``, under the presets) its middle cut, its note on
+    the variables left out and its errors, as its tool writes them.
 
     ``backend`` and ``limits`` are ``PythonTool``'s (``"local"`` or ``"e2b"``; the sandbox's
     limits). ``timeout_s`` is the model's share of the call; the program's limit comes on top.
@@ -128,7 +132,7 @@ class PythonCodeGeneratorTool(LLMTool):
                 error=f"{self.name}: the model's reply contains no ```python code block",
                 metadata={"kind": "no_code"},
             )
-            return _as_error_dict(failed) if context.agentflow_shapes else failed
+            return _failure(failed, context)
         code = extract_code(reply)
         limit = context.time_limit_s
         if limit is not None:
@@ -139,14 +143,20 @@ class PythonCodeGeneratorTool(LLMTool):
                     kind="timeout",
                     code=code,
                 )
-                return _as_error_dict(failed) if context.agentflow_shapes else failed
+                return _failure(failed, context)
         shaped = context.agentflow_shapes
+        texts = context.agentflow_texts
         marker = f"__agentflow_variables_{secrets.token_hex(8)}__"
-        program = code + variables_trailer(marker) if shaped else code
+        program = code + variables_trailer(marker, texts) if shaped else code
         ran = await self.python.run(
             {"code": program}, dataclasses.replace(context, time_limit_s=limit)
         )
-        return _as_dict(code, ran, marker) if shaped else _combined(code, ran)
+        return _as_dict(code, ran, marker, texts) if shaped else _combined(code, ran)
+
+
+def _failure(failed: ToolResult, context: ToolContext) -> ToolResult:
+    """A failure before the program ran, in AgentFlow's shape where the context asks for it."""
+    return _as_error_dict(failed, context.agentflow_texts) if context.agentflow_shapes else failed
 
 
 def _combined(code: str, ran: ToolResult) -> ToolResult:
@@ -159,14 +169,14 @@ def _combined(code: str, ran: ToolResult) -> ToolResult:
     )
 
 
-def _as_dict(code: str, ran: ToolResult, marker: str) -> ToolResult:
+def _as_dict(code: str, ran: ToolResult, marker: str, texts: AgentFlowToolTexts) -> ToolResult:
     """The run as AgentFlow's Python tool returns it: ``printed_output``, ``variables`` and
     ``execution_code``, or ``error`` alone when the program failed."""
     if not ran.ok:
-        return _as_error_dict(_combined(code, ran))
+        return _as_error_dict(_combined(code, ran), texts)
     printed, variables = _split_variables(ran.output, marker)
     value = {
-        "printed_output": middle_cut(printed.strip(), MAX_PRINTED_CHARS),
+        "printed_output": _cut_as_told(printed.strip(), MAX_PRINTED_CHARS, texts),
         "variables": variables,
         "execution_code": code.strip("\n"),
     }
@@ -175,11 +185,49 @@ def _as_dict(code: str, ran: ToolResult, marker: str) -> ToolResult:
     )
 
 
-def _as_error_dict(failed: ToolResult) -> ToolResult:
-    """A failed call with AgentFlow's ``{"error": ...}`` as its value (and its text)."""
-    reason = (failed.error or "the call failed").removeprefix(f"{PYTHON_CODER}: ")
+def _as_error_dict(failed: ToolResult, texts: AgentFlowToolTexts) -> ToolResult:
+    """A failed call with AgentFlow's ``{"error": ...}`` as its value (and its text): with
+    AgentFlow's own error texts (``texts``), its words, else this project's reason."""
+    reason = _agentflow_reason(failed, texts)
+    if reason is None:
+        reason = (failed.error or "the call failed").removeprefix(f"{PYTHON_CODER}: ")
     value = {"error": reason}
     return dataclasses.replace(failed, output=str(value), value=value)
+
+
+def _agentflow_reason(failed: ToolResult, texts: AgentFlowToolTexts) -> str | None:
+    """What AgentFlow's Python tool says of this failure, where ``texts`` has its words: its
+    sentence for a reply without code or a program out of time, else the message of the
+    exception the program stopped with (as ``str`` of it gives: no type name)."""
+    if not texts.given:
+        return None
+    kind = failed.metadata.get("kind")
+    if kind == "no_code":
+        return texts.python_no_code
+    if kind == "timeout" or failed.metadata.get("timed_out"):
+        return texts.python_timeout
+    if failed.metadata.get("exit_code") in (None, 0):
+        return None
+    _, found, stderr = failed.output.rpartition(STDERR_HEADER)
+    lines = [line for line in stderr.splitlines() if line.strip()] if found else []
+    matched = _EXCEPTION_LINE.match(lines[-1].strip()) if lines else None
+    return None if matched is None else matched.group("message") or ""
+
+
+_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(?::\s?(?P<message>.*))?$")
+"""The last line of a traceback: the exception's type, then ``: `` and its message if any."""
+
+
+def _cut_as_told(text: str, limit: int, texts: AgentFlowToolTexts) -> str:
+    """``middle_cut``, or with AgentFlow's marker (``texts``) AgentFlow's cut: ``limit // 2 -
+    AGENTFLOW_CUT_ROOM`` characters kept at each end, whatever the marker's length."""
+    marker = texts.python_middle_cut
+    if marker is None:
+        return middle_cut(text, limit)
+    if len(text) <= limit:
+        return text
+    kept = limit // 2 - AGENTFLOW_CUT_ROOM
+    return text[:kept] + marker + text[-kept:]
 
 
 def _split_variables(stdout: str, marker: str) -> tuple[str, dict[str, str]]:
@@ -205,17 +253,26 @@ def middle_cut(text: str, limit: int) -> str:
     return text[:half] + _CUT + text[-half:]
 
 
-def variables_trailer(marker: str) -> str:
+def variables_trailer(marker: str, texts: AgentFlowToolTexts | None = None) -> str:
     """Code run after the program: prints ``marker`` then, as JSON, the program's variables as
     AgentFlow's Python tool reports them (its names without leading ``__``, modules left out,
     functions and classes by name, each value's text cut to ``MAX_VARIABLE_CHARS``, at most
-    ``MAX_VARIABLES``). Its own names start with ``__``, so it never reports itself."""
+    ``MAX_VARIABLES``). Its own names start with ``__``, so it never reports itself.
+
+    With AgentFlow's words (``texts``) a long value is cut with its marker as it cuts, and the
+    note on the variables left out is its sentence, counting modules as it does."""
+    texts = texts or AgentFlowToolTexts()
+    cut = texts.python_middle_cut
+    omitted = texts.python_omitted
     return _TRAILER.format(
         marker=marker,
         limit=MAX_VARIABLE_CHARS,
         count=MAX_VARIABLES,
-        cut=_CUT,
-        cut_len=len(_CUT),
+        cut=_CUT if cut is None else cut,
+        room=len(_CUT) if cut is None else AGENTFLOW_CUT_ROOM,
+        omitted=OMITTED_NOTE if omitted is None else omitted,
+        count_field=COUNT_FIELD,
+        left_names="names" if omitted is None else "every",
         shell=tuple(sorted(_SHELL_NAMES)),
     )
 
@@ -225,6 +282,11 @@ MAX_VARIABLE_CHARS = 2000
 MAX_VARIABLES = 20
 """AgentFlow's Python tool's limits on what it reports of a run."""
 _CUT = " ... [middle cut] ... "
+AGENTFLOW_CUT_ROOM = 50
+"""What AgentFlow's middle cut takes off each half of the limit, whatever its marker's length."""
+OMITTED_NOTE = "{count} more variables left out"
+STDERR_HEADER = "\n[stderr]\n"
+"""Where a failed run's text (``result_to_tool_result``) gives the program's error output."""
 _SHELL_NAMES = frozenset({"In", "Out", "get_ipython", "exit", "quit", "_"})
 """Names an interactive kernel (E2B's) defines that are not the program's (with ``_i``, ``_i3``,
 ``_3``, ``_oh`` and the like)."""
@@ -242,21 +304,22 @@ def __agentflow_report():
         except __b.Exception:
             return "<" + __b.type(value).__name__ + ", not printable>"
         if __b.len(text) > {limit}:
-            half = {limit} // 2 - {cut_len}
+            half = {limit} // 2 - {room}
             text = text[:half] + {cut!r} + text[-half:]
         return text
     try:
         found = __b.globals()
         shell = {shell!r}
-        names = [
+        every = [
             name for name, value in __b.list(found.items())
             if not name.startswith("__") and name not in shell
             and not __re.fullmatch(r"_(i{{1,3}}|i\\d+|\\d+|[dio]h)", name)
-            and not __b.isinstance(value, __types.ModuleType)
         ]
+        names = [name for name in every if not __b.isinstance(found[name], __types.ModuleType)]
         report = {{name: __shown(found[name]) for name in names[:{count}]}}
         if __b.len(names) > {count}:
-            report["__truncated__"] = __b.str(__b.len(names) - {count}) + " more variables left out"
+            left = __b.str(__b.len({left_names}) - {count})
+            report["__truncated__"] = {omitted!r}.replace({count_field!r}, left)
         text = __json.dumps(report)
     except __b.Exception:  # never let the report fail a program that ran
         text = "{{}}"

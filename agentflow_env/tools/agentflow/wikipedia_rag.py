@@ -12,6 +12,13 @@ from as ``Web_RAG_Search_Tool`` answers from a page, and the result is AgentFlow
 query, the picked pages with their title, URL, abstract and retrieved information, and the other
 pages with their title, URL and abstract. Without a model the best ranked pages are the picked
 ones.
+
+``ToolContext.agentflow_wikipedia`` chooses between that result (``"as_intended"``) and the one
+AgentFlow's published code really returns (``"as_run"``): its tool cannot build the page reader
+it answers pages with (it passes it no model name), so no page is picked and every page found is
+listed under the other pages, with the picked-pages key bare. Either way the pages then carry
+AgentFlow's URLs (only spaces become underscores, so a quoted title keeps its quotes) and, from
+``ToolContext.agentflow_texts``, its abstract ending and its no-results sentence.
 """
 
 from __future__ import annotations
@@ -30,10 +37,11 @@ from agentflow_env.tools.agentflow.model import (
     ModelCallError,
 )
 from agentflow_env.tools.agentflow.names import WIKIPEDIA_RAG, short_names_of
-from agentflow_env.tools.agentflow.pages import wikipedia_url
+from agentflow_env.tools.agentflow.pages import wikipedia_url, wikipedia_url_as_agentflow
 from agentflow_env.tools.agentflow.web_rag import page_answer
 from agentflow_env.tools.base import ToolCard, ToolContext, ToolResult
 from agentflow_env.tools.search import MAX_TOP_K, SearchTool
+from agentflow_env.tools.texts import QUERY_FIELD, AgentFlowToolTexts, fill
 
 SYSTEM_PROMPT = (
     "You extract information from reference passages. Report only what the passages say, "
@@ -49,6 +57,7 @@ NO_PAGES_KEY = "relevant_pages"
 """AgentFlow's keys; a search that finds no page has ``relevant_pages`` without the note."""
 MAX_PICKED = 3
 ABSTRACT_CHARS = 100
+NO_PAGES_SENTENCE = "No pages found for the query: {query}"
 PICK_SYSTEM_PROMPT = (
     "You choose which encyclopedia pages are most likely to answer a question, judging by "
     "their titles."
@@ -167,13 +176,24 @@ class WikipediaRAGSearchTool(LLMTool):
             return ToolResult.failure(f"{self.name}: {reason}", **found.metadata)
         metadata: dict[str, Any] = dict(found.metadata)
         pages = _pages(parse_documents(found.output))
+        mode = context.agentflow_wikipedia
+        texts = context.agentflow_texts
         if not pages:
             missing = {"title": None, "url": None, "abstract": None}
+            sentence = texts.wikipedia_no_results or NO_PAGES_SENTENCE
             value: dict[str, Any] = {
                 QUERY_KEY: query,
                 NO_PAGES_KEY: [],
-                OTHER_KEY: [{**missing, "error": f"No pages found for the query: {query}"}],
+                OTHER_KEY: [{**missing, "error": fill(sentence, QUERY_FIELD, query)}],
             }
+            return ToolResult(ok=True, output=str(value), metadata=metadata, value=value)
+
+        def entry(page: tuple[str, str]) -> dict[str, Any]:
+            return _page_entry(*page, agentflow_urls=mode is not None, texts=texts)
+
+        if mode == "as_run":  # no page picked, as AgentFlow's code returns it
+            metadata["picked_by"] = "none (as AgentFlow's code runs)"
+            value = {QUERY_KEY: query, NO_PAGES_KEY: [], OTHER_KEY: [entry(p) for p in pages]}
             return ToolResult(ok=True, output=str(value), metadata=metadata, value=value)
         titles = [title for title, _ in pages]
         picked = await self._pick(query, titles, metadata)
@@ -181,10 +201,10 @@ class WikipediaRAGSearchTool(LLMTool):
             *(self._page_information(query, pages[i][1], metadata) for i in picked)
         )
         relevant = [
-            {**_page_entry(*pages[i]), "retrieved_information": answer}
+            {**entry(pages[i]), "retrieved_information": answer}
             for i, answer in zip(picked, answers, strict=True)
         ]
-        others = [_page_entry(*page) for i, page in enumerate(pages) if i not in picked]
+        others = [entry(page) for i, page in enumerate(pages) if i not in picked]
         value = {QUERY_KEY: query, RELEVANT_KEY: relevant, OTHER_KEY: others}
         metadata["relevant_titles"] = [titles[i] for i in picked]
         return ToolResult(ok=True, output=str(value), metadata=metadata, value=value)
@@ -226,9 +246,21 @@ def _pages(passages: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
     return [(title, "\n".join(texts)) for title, texts in grouped.items()]
 
 
-def _page_entry(title: str, text: str) -> dict[str, Any]:
-    abstract = text if len(text) <= ABSTRACT_CHARS else text[:ABSTRACT_CHARS].rstrip() + " ..."
-    return {"title": title, "url": wikipedia_url(title), "abstract": abstract}
+def _page_entry(
+    title: str, text: str, *, agentflow_urls: bool = False, texts: AgentFlowToolTexts
+) -> dict[str, Any]:
+    """A page's title, URL and abstract. ``agentflow_urls``: the URL as AgentFlow builds one
+    (each space an underscore, nothing else changed); an abstract ending from ``texts`` is
+    put after the first ``ABSTRACT_CHARS`` characters as they are."""
+    end = texts.wikipedia_abstract_end
+    if len(text) <= ABSTRACT_CHARS:
+        abstract = text
+    elif end is None:
+        abstract = text[:ABSTRACT_CHARS].rstrip() + " ..."
+    else:
+        abstract = text[:ABSTRACT_CHARS] + end
+    url = wikipedia_url_as_agentflow(title) if agentflow_urls else wikipedia_url(title)
+    return {"title": title, "url": url, "abstract": abstract}
 
 
 def _page_numbers(reply: str, count: int) -> list[int]:
