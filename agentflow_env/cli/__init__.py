@@ -14,6 +14,7 @@ from agentflow_env.cli.evaluate import add_eval_commands
 from agentflow_env.cli.labels import add_labels_command
 from agentflow_env.cli.retrieval import add_retrieval_commands
 from agentflow_env.cli.run import add_run_command
+from agentflow_env.cli.serve import add_serve_command
 from agentflow_env.cli.view import add_view_command
 
 __all__ = ["UsageError", "build_parser", "main"]
@@ -30,6 +31,7 @@ def build_parser() -> Parser:
     add_labels_command(commands)
     add_view_command(commands)
     add_agentflow_pack_command(commands)
+    add_serve_command(commands)
     return parser
 
 

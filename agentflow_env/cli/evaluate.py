@@ -46,8 +46,11 @@ from agentflow_env.evaluation.output import (
     write_json,
 )
 from agentflow_env.evaluation.plots import INSTALL_HINT
+from agentflow_env.evaluation.remote_runner import RemoteExpert, evaluate_remote
 from agentflow_env.evaluation.runner import EvalResult, evaluate
 from agentflow_env.evaluation.session_planners import SAMPLINGS
+from agentflow_env.remote import ServiceError, shared_servers
+from agentflow_env.remote.env import check_servers
 from agentflow_env.tasks.base import ListTaskSource
 from agentflow_env.workflow.turn_log import TurnLog
 
@@ -121,6 +124,13 @@ def add_eval_commands(commands: Any) -> None:
         "--out", help="a new folder for the results (required; with --resume, an interrupted run's)"
     )
     settings = _add_common(evaluation, "; with --suite, the whole suite")
+    evaluation.add_argument(
+        "--env-url",
+        default=None,
+        help="play the episodes on served envs (agentflow-env serve; comma-separated for several, "
+        "each episode on the one with the fewest sessions; token: $AGENTFLOW_SERVE_TOKEN): the "
+        "same rows as in process for the same seeds and planner (expert, openai, hf:PATH)",
+    )
     add_suite_arguments(evaluation)
     evaluation.set_defaults(handler=_eval_command, env_settings=settings)
 
@@ -193,6 +203,13 @@ def _run(
         bar.update(1)
         bar.set_postfix(success=f"{sum(finished) / len(finished):.0%}")
 
+    if getattr(args, "env_url", None):
+        try:
+            remote = _run_remote(args, env, seeds, total, progress, missing if kept else None)
+        finally:
+            bar.close()
+            env.close()
+        return _combined(kept.values(), remote.rows) if kept else remote
     try:
         result = evaluate(
             env,
@@ -387,6 +404,43 @@ def _with_defaults(args: argparse.Namespace) -> None:
     """``--seed`` as given, else 0 (runs without a suite); ``--episodes`` is settled per run,
     once its task source is known (``episode_count``)."""
     args.seed = 0 if args.seed is None else args.seed
+
+
+def _run_remote(
+    args: argparse.Namespace,
+    env: AgentFlowEnv,
+    seeds: Sequence[int] | None,
+    total: int,
+    progress: Any,
+    indices: Sequence[int] | None,
+) -> EvalResult:
+    """``_run``'s episodes on the served envs of ``--env-url``."""
+    if args.planner == "random":
+        raise UsageError("--env-url: the random planner draws from the env's corpus in process")
+    try:
+        servers = shared_servers(args.env_url, read_env_var("AGENTFLOW_SERVE_TOKEN"))
+        check_servers(servers, env.tokenizer, env_id=args.env)
+    except (ValueError, ServiceError) as error:
+        raise UsageError(f"--env-url: {error}") from error
+    local = planner_factory(args, env, {})
+    factory = (lambda index: RemoteExpert()) if args.planner == "expert" else local
+    try:
+        return evaluate_remote(
+            servers,
+            factory,
+            seeds=list(seeds) if seeds is not None else [args.seed + i for i in range(total)],
+            concurrency=args.concurrency,
+            budget_curve=not args.no_budget_curve,
+            progress=progress,
+            indices=indices,
+            messages=args.planner == "openai",
+        )
+    except ServiceError as error:
+        raise UsageError(
+            f"--env-url: {clip(str(error))} (the finished episodes are kept: --resume)"
+        ) from error
+    except planner_errors(args.planner) as error:
+        raise UsageError(f"the planner's endpoint failed: {clip(str(error))}") from error
 
 
 def _eval_command(args: argparse.Namespace) -> int:

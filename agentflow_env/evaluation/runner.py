@@ -27,7 +27,7 @@ from agentflow_env.tasks.base import ListTaskSource, Task
 from agentflow_env.workflow.outcome import EndReason
 from agentflow_env.workflow.turn_log import TurnLog
 
-__all__ = ["EvalResult", "episode_task", "evaluate", "evaluate_async"]
+__all__ = ["EvalResult", "episode_task", "evaluate", "evaluate_async", "indexed_task"]
 
 Progress = Callable[[Mapping[str, Any]], None]
 """Called with each finished episode's row."""
@@ -44,10 +44,12 @@ class EvalResult:
 def episode_task(env: AgentFlowEnv, seed: int, index: int) -> Task:
     """The task of episode ``index``: a dataset's ``index``-th record (cycling), else the task a
     ``reset(seed=seed + index)`` draws."""
-    return _task(env, index, seed + index)
+    return indexed_task(env, index, seed + index)
 
 
-def _task(env: AgentFlowEnv, index: int, episode_seed: int) -> Task:
+def indexed_task(env: AgentFlowEnv, index: int, episode_seed: int) -> Task:
+    """Episode ``index``'s task when its seed is ``episode_seed``: a dataset's ``index``-th
+    record (cycling), else the task a ``reset(seed=episode_seed)`` draws."""
     source = env.task_source
     if isinstance(source, ListTaskSource):
         return source.tasks[index % len(source.tasks)]
@@ -64,7 +66,7 @@ async def _run_one(
     run: str | None,
     budget_curve: bool,
 ) -> dict[str, Any]:
-    task = _task(env, index, episode_seed)
+    task = indexed_task(env, index, episode_seed)
     session = env.new_session(
         task,
         seed=episode_seed,

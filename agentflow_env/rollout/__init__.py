@@ -152,6 +152,7 @@ from agentflow_env.rollout.training.group_credit import CreditMethod, Normalizat
 from agentflow_env.rollout.training.held_out import held_out_pass_rates
 from agentflow_env.rollout.training.lockstep import MaxAcrossRanks, distributed_max
 from agentflow_env.rollout.training.pool import EnvPool, LazySharedEnvs, SharedEnvs, build_env
+from agentflow_env.rollout.training.remote_envs import RemoteEnvPool, end_session, served_label
 from agentflow_env.rollout.training.samples import (
     SAMPLE_SHAPES,
     SampleShape,
@@ -214,6 +215,7 @@ ADAPTER_API = (
     "LazySharedEnvs",
     "Session",
     "SharedEnvs",
+    "end_session",
     # the batched driver
     "EpisodeResult",
     "Generate",
@@ -296,6 +298,7 @@ __all__ = [
     "LazySharedEnvs",
     "Session",
     "SharedEnvs",
+    "end_session",
     # the batched driver
     "EpisodeResult",
     "Generate",
@@ -351,6 +354,9 @@ __all__ = [
     "skyrl_group_signal",
     "skyrl_samples",
     # -- the rest
+    # episodes on served envs
+    "RemoteEnvPool",
+    "served_label",
     # labels and settings
     "ADAPTER_MAX_ACTION_TOKENS",
     "EnvVarError",

@@ -11,6 +11,7 @@ in flat mode, the feedback ids that followed. Trainers consume one of two sample
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -50,6 +51,27 @@ class TurnRecord:
             "reward": self.reward,
             "shaping": self.shaping,
         }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TurnRecord:
+        """The record ``as_dict`` wrote (ids and log-probs back as tuples)."""
+        logprobs = data.get("logprobs")
+        return cls(
+            turn=int(data["turn"]),
+            prompt_ids=tuple(int(i) for i in data["prompt_ids"]),
+            action_ids=tuple(int(i) for i in data["action_ids"]),
+            action_text=str(data["action_text"]),
+            action_given_as_ids=bool(data["action_given_as_ids"]),
+            # JSON has no NaN: an unscored id's log-prob (NaN) comes back as null.
+            logprobs=None
+            if logprobs is None
+            else tuple(math.nan if x is None else float(x) for x in logprobs),
+            feedback_ids=tuple(int(i) for i in data.get("feedback_ids", ())),
+            feedback_text=str(data.get("feedback_text", "")),
+            action_cut=bool(data.get("action_cut", False)),
+            reward=float(data.get("reward", 0.0)),
+            shaping=float(data.get("shaping", 0.0)),
+        )
 
 
 @dataclass(frozen=True)
@@ -100,6 +122,29 @@ class Trajectory:
     reward: float = 0.0
     success: bool = False
     metrics: dict[str, float] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain JSON data (what a served env sends its client at an episode's end)."""
+        return {
+            "task_id": self.task_id,
+            "observation_mode": self.observation_mode,
+            "turns": [t.as_dict() for t in self.turns],
+            "reward": self.reward,
+            "success": self.success,
+            "metrics": dict(self.metrics),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Trajectory:
+        """The trajectory ``as_dict`` wrote."""
+        return cls(
+            task_id=str(data["task_id"]),
+            observation_mode=str(data["observation_mode"]),
+            turns=[TurnRecord.from_dict(t) for t in data.get("turns", [])],
+            reward=float(data.get("reward", 0.0)),
+            success=bool(data.get("success", False)),
+            metrics={str(k): float(v) for k, v in dict(data.get("metrics", {})).items()},
+        )
 
     def per_turn_samples(self) -> list[TurnSample]:
         return [

@@ -14,6 +14,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from agentflow_env.remote import RemoteSession
 from agentflow_env.workflow.outcome import EndReason
 from agentflow_env.workflow.session import Session
 
@@ -61,7 +62,7 @@ EPISODE_LOG_KEYS = (
 """The numeric logs of every sample, failed or not (trainers stack them across samples)."""
 
 
-def episode_logs(session: Session | None, error: bool = False) -> dict[str, float]:
+def episode_logs(session: Session | RemoteSession | None, error: bool = False) -> dict[str, float]:
     """Numeric per-trajectory logs, always the keys ``EPISODE_LOG_KEYS``: the session's metrics,
     ``success`` (only of an episode that ended and did not fail), ``budget_exhausted`` (the
     trainer's token budget ran out before the episode ended), ``error`` (the trajectory raised)
@@ -80,7 +81,7 @@ def episode_logs(session: Session | None, error: bool = False) -> dict[str, floa
 
 
 def trajectory_failure(
-    session: Session | None = None, error: BaseException | str | None = None
+    session: Session | RemoteSession | None = None, error: BaseException | str | None = None
 ) -> str | None:
     """Why a finished trajectory counts as failed, as one line, or ``None`` when it ran.
 

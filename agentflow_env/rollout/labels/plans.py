@@ -214,6 +214,11 @@ class AdapterConfig:
     samples: SampleShape = "flat"
     """The sample shape trained (``agentflow_env.rollout.training.samples``): one flat sample per
     trajectory, or one per planner turn (``AGENTFLOW_SAMPLES``)."""
+    env_url: str | None = None
+    """Served envs (``agentflow-env serve``) to play the episodes on, comma-separated
+    (``AGENTFLOW_ENV_URL``); ``None``: the envs run in this process."""
+    env_token: str | None = None
+    """The served envs' bearer token (``AGENTFLOW_SERVE_TOKEN``)."""
 
     def __init__(
         self,
@@ -224,6 +229,8 @@ class AdapterConfig:
         fail_fast: int = DEFAULT_FAIL_FAST,
         *,
         samples: str = "flat",
+        env_url: str | None = None,
+        env_token: str | None = None,
     ) -> None:
         if max_action_tokens is None:
             max_action_tokens = ADAPTER_MAX_ACTION_TOKENS
@@ -233,12 +240,15 @@ class AdapterConfig:
         object.__setattr__(self, "max_action_tokens", max_action_tokens)
         object.__setattr__(self, "fail_fast", fail_fast)
         object.__setattr__(self, "samples", check_sample_shape(samples))
+        object.__setattr__(self, "env_url", env_url or None)
+        object.__setattr__(self, "env_token", env_token or None)
         check_adapter_kwargs(self.env_kwargs, "the adapter's env kwargs", samples=self.samples)
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> AdapterConfig:
         """Read and check ``AGENTFLOW_ENV_ID``, ``AGENTFLOW_ENV_KWARGS``, ``AGENTFLOW_TOKENIZER``,
-        ``AGENTFLOW_MAX_ACTION_TOKENS``, ``AGENTFLOW_FAIL_FAST`` and ``AGENTFLOW_SAMPLES`` (from
+        ``AGENTFLOW_MAX_ACTION_TOKENS``, ``AGENTFLOW_FAIL_FAST``, ``AGENTFLOW_SAMPLES``,
+        ``AGENTFLOW_ENV_URL`` and ``AGENTFLOW_SERVE_TOKEN`` (from
         ``environ``, default ``os.environ``). ``env_kwargs`` always holds ``max_action_tokens``,
         equal to the config's; a cap set in two places must agree."""
         kwargs = read_env_var(KWARGS_VARIABLE, environ) or {}
@@ -265,6 +275,8 @@ class AdapterConfig:
             max_action_tokens=cap,
             fail_fast=fail_fast_limit(environ),
             samples=samples,
+            env_url=read_env_var("AGENTFLOW_ENV_URL", environ),
+            env_token=read_env_var("AGENTFLOW_SERVE_TOKEN", environ),
         )
 
     def plan(self, label: Any) -> EpisodePlan:

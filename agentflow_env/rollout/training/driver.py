@@ -21,11 +21,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentflow_env.envs.env import AgentFlowEnv
+from agentflow_env.remote import RemoteEnv
 from agentflow_env.rollout.checks.failures import filler_token_id, trajectory_failure
 from agentflow_env.rollout.labels.plans import EpisodePlan, plan_episode
 from agentflow_env.rollout.labels.spec import DEFAULT_ENV_ID, TaskSpecError
 from agentflow_env.rollout.training.lockstep import MaxAcrossRanks, distributed_max
 from agentflow_env.rollout.training.pool import EnvPool
+from agentflow_env.rollout.training.remote_envs import RemoteEnvPool
 from agentflow_env.rollout.training.samples import SampleShape, TrainerSample, turn_samples
 from agentflow_env.rollout.training.vllm_outputs import (  # the readers' old home: names kept
     action_logprobs,
@@ -120,7 +122,8 @@ class _Episode:
     index: int
     label: Any
     plan: EpisodePlan | None = None
-    env: AgentFlowEnv | None = None
+    env: Any = None
+    """The episode's ``AgentFlowEnv``, or its ``RemoteEnv`` with ``env_url``."""
     observation: list[int] | None = None
     first_prompt: list[int] | None = None
     turns: int = 0
@@ -138,7 +141,7 @@ class _Episode:
 
 @dataclass
 class _Run:
-    pool: EnvPool
+    pool: EnvPool | RemoteEnvPool
     eos: int
     log: logging.Logger
     value_forks: int = 0
@@ -161,6 +164,8 @@ def run_episodes(
     value_forks: int = 0,
     timing: dict[str, float] | None = None,
     samples: SampleShape = "flat",
+    env_url: str | None = None,
+    env_token: str | None = None,
 ) -> list[EpisodeResult]:
     """Run one episode per spec, all turns batched across episodes; one result per spec, in order.
 
@@ -195,12 +200,22 @@ def run_episodes(
     each episode one flat sample; ``"turns"`` runs the label's observation mode (structured by
     default) and gives each episode one sample per planner turn (``EpisodeResult.turn_samples``).
     Trajectory ids are the episodes' indexes in ``specs``.
+
+    ``env_url`` (``AGENTFLOW_ENV_URL``; comma-separated for several servers): the episodes run on
+    served envs (``agentflow-env serve``, with ``env_token`` if they ask for one) instead of
+    envs of this process; ``tokenizer`` must then be the servers' (checked). A server that dies
+    fails its episodes alone. Value forks need envs of this process.
     """
     start = time.perf_counter()
     generating = 0.0
     if value_forks < 0:
         raise ValueError(f"value_forks must be >= 0, got {value_forks}")
-    run = _Run(pool or _POOL, filler_token_id(tokenizer), log or logger, value_forks, samples)
+    if env_url and value_forks:
+        raise ValueError("value_forks fork envs of this process: not with env_url")
+    chosen: EnvPool | RemoteEnvPool = pool or _POOL
+    if env_url:
+        chosen = RemoteEnvPool(env_url, token=env_token, samples=samples)
+    run = _Run(chosen, filler_token_id(tokenizer), log or logger, value_forks, samples)
     episodes = [_Episode(index, label) for index, label in enumerate(specs)]
     plan_kwargs = {
         "env_id": env_id,
@@ -286,6 +301,8 @@ def _step(episode: _Episode, ids: list[int], logprobs: Any, run: _Run) -> None:
         if terminated or truncated:
             reward = float(info.get("reward", reward))
             episode.result = _result(env, reward, info, run.samples, str(episode.index))
+            if isinstance(env, RemoteEnv):  # its server frees the session now
+                env.close()
             if episode.is_fork:
                 _finish_fork(episode, run)
         else:
@@ -344,7 +361,7 @@ FlatFields = tuple[list[int], list[int], list[int], list[float]]
 
 
 def _result(
-    env: AgentFlowEnv,
+    env: AgentFlowEnv | RemoteEnv,
     reward: float,
     info: Mapping[str, Any],
     samples: SampleShape,

@@ -29,10 +29,12 @@ import gymnasium as gym
 from agentflow_env.base.hf_tokens import resolve_tokenizer
 from agentflow_env.base.tokens import ChatTokenizer
 from agentflow_env.envs.env import AgentFlowEnv
+from agentflow_env.remote import RemoteSession
 from agentflow_env.rollout.checks.fail_fast import FailFast
 from agentflow_env.rollout.checks.failures import AdapterError, trajectory_failure
 from agentflow_env.rollout.labels.plans import SAMPLES_VARIABLE, AdapterConfig, EpisodePlan
 from agentflow_env.rollout.labels.spec import TaskSpec, TaskSpecError
+from agentflow_env.rollout.training.remote_envs import RemoteSessions
 from agentflow_env.tasks.base import Task
 from agentflow_env.workflow.session import Session
 
@@ -145,6 +147,10 @@ class SharedEnvs:
     def __init__(self, config: AdapterConfig, pool: EnvPool | None = None) -> None:
         self.config = config
         self.pool = pool or EnvPool(tokenizer=config.tokenizer)
+        self.remote: RemoteSessions | None = None
+        """With ``config.env_url``: the served envs the sessions play on."""
+        if config.env_url:
+            self.remote = RemoteSessions(config.env_url, config.env_token, config.samples)
         self.fail_fast = FailFast(config.fail_fast)
         """This process's guard against a setup that fails every trajectory (``record`` it
         after each one)."""
@@ -160,12 +166,18 @@ class SharedEnvs:
         """The shared env for a label's env id and kwargs."""
         return self.pool.env(self.config.plan(label))
 
-    def new_session(self, label: TaskSpec | Any) -> Session:
-        """A session for the task a label names (blocking: builds envs and worlds)."""
-        return self.pool.new_session(self.config.plan(label))
+    def new_session(self, label: TaskSpec | Any) -> Session | RemoteSession:
+        """A session for the task a label names (blocking: builds envs and worlds); with
+        ``env_url`` a ``RemoteSession`` on the served envs (started by its ``start``, closed by
+        ``end_session``)."""
+        plan = self.config.plan(label)
+        if self.remote is not None:
+            self.remote.check(self.tokenizer())
+            return self.remote.new_session(plan)
+        return self.pool.new_session(plan)
 
     def judge(
-        self, session: Session | None, error: BaseException | str | None = None
+        self, session: Session | RemoteSession | None, error: BaseException | str | None = None
     ) -> str | None:
         """Why a finished trajectory counts as failed (``trajectory_failure``), else ``None``,
         recorded with ``fail_fast`` (``SystemicFailure`` when the setup fails every one)."""

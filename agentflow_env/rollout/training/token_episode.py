@@ -31,7 +31,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from agentflow_env.remote import RemoteSession
 from agentflow_env.rollout.checks import failures
+from agentflow_env.rollout.training.remote_envs import end_session
 from agentflow_env.rollout.training.samples import SampleShape, TrainerSample, turn_samples
 from agentflow_env.workflow.session import Session
 
@@ -130,7 +132,7 @@ class TokenEpisode:
 
 
 async def run_token_episode(
-    new_session: Callable[[], Session],
+    new_session: Callable[[], Session | RemoteSession],
     generate: AsyncGenerate,
     budget: TokenBudget,
     *,
@@ -154,6 +156,7 @@ async def run_token_episode(
     episode = await _run(
         new_session, generate, budget, filler, log, label, stats, aborted_retries, retry_delay
     )
+    await end_session(episode.session)  # a served env's session: its server frees it now
     if episode.turn_samples:
         _fill_turns(episode, logprob_fill)
     elif logprob_fill is not None and episode.response_logprobs is None:
@@ -187,7 +190,7 @@ def _unpack(answer: Any) -> tuple[list[int], list[float] | None, str | None]:
 
 
 async def _run(
-    new_session: Callable[[], Session],
+    new_session: Callable[[], Session | RemoteSession],
     generate: AsyncGenerate,
     budget: TokenBudget,
     filler: int,
@@ -197,7 +200,7 @@ async def _run(
     retries: int,
     delay: float,
 ) -> TokenEpisode:
-    session: Session | None = None
+    session: Any = None  # a Session, or a RemoteSession (served envs)
     try:
         session = await stats.env(asyncio.to_thread(new_session))
         observation, _ = await stats.env(session.start())
