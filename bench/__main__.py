@@ -20,6 +20,7 @@ from .fork_cost import fork_cost_figures
 from .loop_blocking import loop_blocking_figures
 from .report import Record, machine, not_available, print_table, write_json
 from .retrieval import corpus_step_figures, library_figures, server_figure
+from .service import service_figures
 
 DEFAULT_OUT = Path("runs/bench/results.json")
 
@@ -124,6 +125,7 @@ def run_suite(
         return found
 
     stage("retrieval", retrieval)
+    stage("env as a service", lambda: service_figures(quick))
     return figures, timings
 
 

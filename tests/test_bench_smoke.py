@@ -50,6 +50,11 @@ EXPECTED = [
     "retrieval.rank_bm25_vs_bm25s_200k",
     "retrieval.rank_bm25_vs_bm25s_1M",
     "retriever_server.qps_64_vs_1",
+    "service.step_overhead_flat",
+    "service.step_overhead_structured",
+    "service.token_ids_json_vs_binary",
+    "service.scale_out_2_vs_1",
+    "service.sessions_curve",
 ]
 
 

@@ -71,8 +71,16 @@ class Connection:
     async def request(self, message: dict[str, Any]) -> dict[str, Any]:
         """Send ``message``; the answer's ``data``, or ``ServiceError`` for an error answer."""
         try:
-            await self.client._send(message)
-            answer = await self.client._receive()
+            try:
+                await self.client._send(message)
+            except Exception:
+                # A server refusing the session (its cap) answers, then closes, often before our
+                # first message goes out: its answer still waits to be read.
+                answer = await self._left_answer()
+                if answer is None:
+                    raise
+            else:
+                answer = await self.client._receive()
         except (asyncio.TimeoutError, TimeoutError) as error:
             raise ServiceUnavailable(
                 "TIMEOUT", f"no answer to {message.get('type')}", self.url
@@ -92,6 +100,16 @@ class Connection:
         if not isinstance(data, dict):
             raise ServiceError("BAD_ANSWER", f"no data object: {answer!r:.200}", self.url)
         return data
+
+    async def _left_answer(self) -> Any:
+        """An answer the server sent before its connection closed, else ``None``."""
+        ws = self.client._ws
+        if ws is None:
+            return None
+        try:
+            return json.loads(await asyncio.wait_for(ws.recv(), timeout=1.0))
+        except Exception:  # nothing was left, or it was not JSON
+            return None
 
     async def close(self) -> None:
         # A plain close, not OpenEnv's "close" message first: its server then closes a socket the
@@ -127,6 +145,9 @@ def _client_class() -> Any:
                     max_size=self._max_message_size,
                     additional_headers=headers,
                     proxy=None,
+                    # No per-message compression: on the links env servers sit on, deflating
+                    # an answer costs more than sending it (bench/service.py).
+                    compression=None,
                 )
             except Exception as error:
                 raise ConnectionError(f"Failed to connect to {self._ws_url}: {error}") from error

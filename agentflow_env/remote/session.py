@@ -249,8 +249,4 @@ def action_payload(action: Any, logprobs: Sequence[float] | None = None) -> dict
 
 def _observation(fields: Mapping[str, Any]) -> Observation:
     messages = tuple(dict(m) for m in fields.get("messages") or ())
-    return Observation(
-        str(fields.get("text", "")),
-        [int(i) for i in fields.get("token_ids", [])],
-        messages,
-    )
+    return Observation(str(fields.get("text", "")), list(fields.get("token_ids", ())), messages)

@@ -21,6 +21,7 @@ the observation carries beyond OpenEnv's ``reward`` and ``done``, on both sides:
 
 from __future__ import annotations
 
+import array
 import dataclasses
 import enum
 import hashlib
@@ -74,8 +75,8 @@ def json_safe(value: Any) -> Any:
 
 
 def ids_digest(ids: Sequence[int]) -> str:
-    """A short hash of a token id sequence."""
-    return hashlib.blake2b(np.asarray(ids, dtype="<i8").tobytes(), digest_size=8).hexdigest()
+    """A short hash of a token id sequence (64-bit ids, this machine's byte order)."""
+    return hashlib.blake2b(array.array("q", ids).tobytes(), digest_size=8).hexdigest()
 
 
 def turn_to_wire(record: TurnRecord) -> dict[str, Any]:
@@ -92,7 +93,9 @@ def turn_from_wire(data: Mapping[str, Any], prompt_ids: Sequence[int]) -> TurnRe
     digest = data.get("prompt_digest")
     if digest is not None and digest != ids_digest(prompt_ids):
         raise ValueError(f"turn {data.get('turn')}: the server recorded other prompt ids")
-    return TurnRecord.from_dict({**record, "prompt_ids": list(prompt_ids)})
+    # The prompt ids are the client's own observation ids, ints already: not converted again.
+    turn = TurnRecord.from_dict({**record, "prompt_ids": ()})
+    return dataclasses.replace(turn, prompt_ids=tuple(prompt_ids))
 
 
 def outcome_from_wire(data: Mapping[str, Any]) -> EpisodeOutcome:
