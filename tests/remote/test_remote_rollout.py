@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "service"))
-from served import serve_process, server_thread  # noqa: E402
+from served import kill_serve_process, serve_process, server_thread  # noqa: E402
 
 from agentflow_env.base.tokens import load_default_tokenizer  # noqa: E402
 from agentflow_env.remote import RemoteSession, ServiceUnavailable  # noqa: E402
@@ -96,7 +96,7 @@ def test_a_server_that_dies_fails_its_episodes_alone(caplog: pytest.LogCaptureFi
         def killing(prompts: Any, max_new_tokens: int):
             calls.append(len(prompts))
             if len(calls) == 2:  # mid-episode: the first server goes away
-                _kill_server(doomed)
+                kill_serve_process(doomed)
             return generate(prompts, max_new_tokens)
 
         with caplog.at_level(logging.WARNING):
@@ -106,17 +106,6 @@ def test_a_server_that_dies_fails_its_episodes_alone(caplog: pytest.LogCaptureFi
     assert failed and ran and len(results) == len(LABELS)
     assert all(r.reward == 0.0 for r in failed)
     assert "failed and is recorded as a zero-reward sample" in caplog.text
-
-
-def _kill_server(url: str) -> None:
-    import os
-    import signal
-    import subprocess
-
-    port = url.rsplit(":", 1)[1]
-    found = subprocess.run(["pgrep", "-f", f"serve --port {port}"], capture_output=True, text=True)
-    for pid in found.stdout.split():
-        os.kill(int(pid), signal.SIGKILL)
 
 
 def test_token_episodes_on_remote_sessions_equal_local_ones() -> None:

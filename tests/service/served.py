@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -107,3 +108,11 @@ def wait_until(condition: Any, timeout_s: float = 15.0) -> bool:
             return False
         time.sleep(0.02)
     return True
+
+
+def kill_serve_process(url: str) -> None:
+    """SIGKILL the ``agentflow-env serve`` subprocess listening at ``url`` (a server dying)."""
+    port = url.rsplit(":", 1)[1]
+    found = subprocess.run(["pgrep", "-f", f"serve --port {port}"], capture_output=True, text=True)
+    for pid in found.stdout.split():
+        os.kill(int(pid), signal.SIGKILL)
