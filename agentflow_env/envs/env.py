@@ -191,13 +191,7 @@ class AgentFlowEnv(gym.Env[dict[str, Any], PlannerInput]):
             raise gym.error.ResetNeeded(str(exc)) from exc
         if self.render_mode == "human":
             print(self.render_text(), flush=True)
-        return (
-            outcome.observation.as_gym(),
-            outcome.reward,
-            outcome.terminated,
-            outcome.truncated,
-            outcome.info,
-        )
+        return outcome.as_gym()
 
     def render(self) -> str | None:
         if self.render_mode == "ansi":

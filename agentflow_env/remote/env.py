@@ -147,14 +147,7 @@ class RemoteEnv(gym.Env[dict[str, Any], Any]):
             raise gym.error.ResetNeeded("call reset() before step()")
         if session.done:
             raise gym.error.ResetNeeded("the episode is over: call reset() before step()")
-        outcome = self._runner.run(session.step(action))
-        return (
-            outcome.observation.as_gym(),
-            outcome.reward,
-            outcome.terminated,
-            outcome.truncated,
-            outcome.info,
-        )
+        return self._runner.run(session.step(action)).as_gym()
 
     def trajectory(self) -> Trajectory:
         """The current episode's exact turn records, as the server kept them."""

@@ -20,16 +20,13 @@ import gymnasium as gym
 
 from agentflow_env.envs.env import AgentFlowEnv
 from agentflow_env.remote.wire import json_safe, tokenizer_fingerprint
-from agentflow_env.rollout.labels.plans import plan_episode
+from agentflow_env.rollout.labels.plans import ADAPTER_OWNED_SETTINGS, plan_episode
 from agentflow_env.rollout.labels.shapes import check_sample_shape
 from agentflow_env.rollout.labels.spec import TaskSpecError
 from agentflow_env.rollout.training.pool import EnvPool
 from agentflow_env.tasks.base import Task
 
 logger = logging.getLogger("agentflow_env.service")
-
-_ADAPTER_OWNED = ("tokenizer", "observation_mode")
-"""Settings a trainer's label may not change: the server's own apply to every label."""
 
 
 class EnvHost:
@@ -70,7 +67,7 @@ class EnvHost:
         label may set the variant's kwargs, not the tokenizer or observation mode, and must name
         this server's variant)."""
         shape = check_sample_shape(samples)
-        base = {k: v for k, v in self.settings.items() if k not in _ADAPTER_OWNED}
+        base = {k: v for k, v in self.settings.items() if k not in ADAPTER_OWNED_SETTINGS}
         plan = plan_episode(label, env_id=self.env_id, env_kwargs=base, samples=shape)
         if plan.env_id != self.env_id:
             raise TaskSpecError(f"this server serves {self.env_id}, the label names {plan.env_id}")

@@ -25,9 +25,10 @@ from agentflow_env.envs.env import AgentFlowEnv
 from agentflow_env.evaluation.runner import indexed_task
 from agentflow_env.remote.wire import RESET_OPTIONS, json_safe, turn_to_wire
 from agentflow_env.rollout.agents.planners import expert_session_action
+from agentflow_env.rollout.labels.spec import task_by_id
 from agentflow_env.service.host import EnvHost
 from agentflow_env.service.models import AgentFlowAction, AgentFlowObservation, AgentFlowState
-from agentflow_env.tasks.base import ListTaskSource, Task
+from agentflow_env.tasks.base import Task
 from agentflow_env.workflow.observations import Observation
 from agentflow_env.workflow.session import Session
 
@@ -210,14 +211,7 @@ class ServedAgentFlowEnv(Environment[AgentFlowAction, AgentFlowObservation, Agen
                 )
             return env, task, seed, config
         if "task_id" in options:
-            source = env.task_source
-            if not isinstance(source, ListTaskSource):
-                raise ValueError(f"{self.host.env_id} generates its tasks: name one by seed")
-            wanted = str(options["task_id"])
-            for task in source.tasks:
-                if task.task_id == wanted:
-                    return env, task, seed, None
-            raise ValueError(f"no task {wanted!r} in the server's task list")
+            return env, task_by_id(env.task_source, str(options["task_id"])), seed, None
         if seed is not None or self._rng is None:  # as gymnasium's Env.reset seeds np_random
             self._rng, _ = seeding.np_random(seed)
         return env, env.task_source.sample(self._rng), seed, None

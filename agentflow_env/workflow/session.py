@@ -84,6 +84,10 @@ class StepOutcome:
     info: dict[str, Any]
     feedback: Observation = field(default_factory=lambda: Observation("", []))
 
+    def as_gym(self) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
+        """Gymnasium's ``(observation, reward, terminated, truncated, info)``."""
+        return self.observation.as_gym(), self.reward, self.terminated, self.truncated, self.info
+
 
 class Session:
     """One episode. Build it, ``await start()``, then ``await step(action)`` until it is done.

@@ -119,26 +119,8 @@ async def _tool_turn(
     arguments: Mapping[str, Any],
 ) -> MemoryEntry:
     """Run the tool with the executor's ``arguments``, then ask the verifier about the result."""
-    config = deps.config
     await yield_to_loop()  # the tool and the verifier's reading are CPU phases of their own
-    result = await run_tool(
-        tool,
-        arguments,
-        state.tool_context,
-        timeout_s=min(tool.timeout_s, config.tool_timeout_s),
-        max_output_chars=config.max_tool_output_chars,
-    )
-    state.memory.log(
-        "tool_call",
-        turn,
-        tool=tool.name,
-        arguments=dict(arguments),
-        ok=result.ok,
-        error=result.error,
-        metadata=_plain(result.metadata),
-    )
-    _count_call(state, result)
-    state.turn_latency["tool"] = float(result.metadata.get("latency_s", 0.0))
+    result = await _call_tool(state, deps, turn, tool, arguments)
     errors: tuple[str, ...] = (result.error,) if result.error else ()
     # The verifier reads the memory including this turn's result.
     provisional = _tool_entry(
@@ -222,6 +204,18 @@ async def _run_call(
     except ToolArgumentError as exc:
         state.metrics.invalid_actions += 1
         return arguments, None, str(exc)
+    return arguments, await _call_tool(state, deps, turn, tool, arguments), None
+
+
+async def _call_tool(
+    state: EpisodeState,
+    deps: EpisodeDeps,
+    turn: int,
+    tool: Tool,
+    arguments: Mapping[str, Any],
+) -> ToolResult:
+    """Run one tool call under the session's limits, log it, count it, and add its latency to
+    the turn's (a command may make several calls a turn)."""
     config = deps.config
     result = await run_tool(
         tool,
@@ -242,7 +236,7 @@ async def _run_call(
     _count_call(state, result)
     latency = float(result.metadata.get("latency_s", 0.0))
     state.turn_latency["tool"] = state.turn_latency.get("tool", 0.0) + latency
-    return arguments, result, None
+    return result
 
 
 def _recorded_output(result: ToolResult) -> Any:

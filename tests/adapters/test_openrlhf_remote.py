@@ -5,14 +5,11 @@ process (the mirror engine and checks of ``test_openrlhf.py``)."""
 from __future__ import annotations
 
 import asyncio
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 pytest.importorskip("openrlhf.utils.agent")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "service"))
 
 from conftest import load_adapter  # noqa: E402
 from served import server_thread, wait_until  # noqa: E402

@@ -1,16 +1,14 @@
-"""``eval --env-url`` when servers die: a dead server's episodes are played again on another, and
-a run whose every server died keeps its finished episodes and resumes (``--resume``) to the rows
-an in-process run writes."""
+"""``eval --env-url`` writes the rows an in-process run writes (answers, rewards, turn counts),
+also when servers die: a dead server's episodes are played again on another, and a run whose
+every server died keeps its finished episodes and resumes (``--resume``) to the same rows."""
 
 from __future__ import annotations
 
 import json
-import sys
 import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "service"))
 from served import kill_serve_process, serve_process  # noqa: E402
 
 from agentflow_env.cli import main  # noqa: E402
@@ -33,6 +31,15 @@ def rows(folder: Path) -> list[tuple]:
         )
         for r in found
     )
+
+
+def test_eval_env_url_writes_the_in_process_rows(tmp_path: Path) -> None:
+    with serve_process("--env-id", "AgentFlow-Search-v0", "--hops", "2") as url:
+        common = ["eval", "--planner", "expert", "--episodes", "6", "--hops", "2", "--quiet"]
+        assert main([*common, "--out", str(tmp_path / "local")]) == 0
+        assert main([*common, "--out", str(tmp_path / "remote"), "--env-url", url]) == 0
+    assert rows(tmp_path / "local") == rows(tmp_path / "remote")
+    assert len(rows(tmp_path / "remote")) == 6
 
 
 def kill_after(url: str, folder: Path, count: int) -> threading.Thread:

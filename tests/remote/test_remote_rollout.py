@@ -5,22 +5,16 @@
   alone as zero-reward samples.
 - One episode token-in-token-out (verl, SkyRL, OpenRLHF's session): ``SharedEnvs`` with
   ``env_url`` gives ``RemoteSession``s whose samples equal the local sessions'.
-- ``eval --env-url`` writes the in-process rows: answers, rewards and turn counts.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import math
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "service"))
 from served import kill_serve_process, serve_process, server_thread  # noqa: E402
 
 from agentflow_env.base.tokens import load_default_tokenizer  # noqa: E402
@@ -143,28 +137,3 @@ def test_adapter_config_reads_the_env_url() -> None:
     assert config.env_url == "http://127.0.0.1:1,http://127.0.0.1:2" and config.env_token == "t"
     with pytest.raises(ServiceUnavailable):  # nothing listens there: a clear error, at once
         SharedEnvs(config).new_session(LABELS[0])
-
-
-def test_eval_env_url_writes_the_in_process_rows(tmp_path: Path) -> None:
-    from agentflow_env.cli import main
-
-    with serve_process("--env-id", "AgentFlow-Search-v0", "--hops", "2") as url:
-        common = ["eval", "--planner", "expert", "--episodes", "6", "--hops", "2", "--quiet"]
-        assert main([*common, "--out", str(tmp_path / "local")]) == 0
-        assert main([*common, "--out", str(tmp_path / "remote"), "--env-url", url]) == 0
-
-    def rows(name: str) -> list[tuple]:
-        lines = (tmp_path / name / "episodes.jsonl").read_text().splitlines()
-        found = [json.loads(line) for line in lines]
-        return sorted(
-            (
-                r["index"],
-                r["task_id"],
-                r["answer"],
-                r["diagnostics"]["reward"],
-                r["diagnostics"]["turns"],
-            )
-            for r in found
-        )
-
-    assert rows("local") == rows("remote") and len(rows("remote")) == 6

@@ -163,24 +163,13 @@ def test_a_killed_server_fails_its_episode_and_ray_restarts_it(group: EnvServerG
 def test_the_driver_fails_a_killed_servers_episodes_alone(
     group: EnvServerGroup, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from agentflow_env.base.tokens import load_default_tokenizer
-    from agentflow_env.rollout.labels.spec import TaskSpec
+    from test_remote_rollout import LABELS as labels
+    from test_remote_rollout import SEARCH as search
+    from test_remote_rollout import TOK as tok
+
     from agentflow_env.rollout.training.driver import run_episodes
-    from agentflow_env.workflow.actions import format_planner_action
 
     urls = serving(group)
-    tok = load_default_tokenizer()
-    search = tok.encode(
-        format_planner_action(
-            justification="Look it up.",
-            context="",
-            sub_goal="Find the answer",
-            tool_name="Wikipedia_Search",
-        )
-    ) + [tok.eos_token_id]
-    labels = [
-        TaskSpec(env_kwargs={"hops": 1, "max_turns": 3}, seed=seed).to_json() for seed in range(4)
-    ]
     calls = 0
 
     def generate(prompts: Any, max_new_tokens: int) -> tuple[list[list[int]], list[list[float]]]:

@@ -89,6 +89,12 @@ def parse_task_prompt(label: Any) -> tuple[int, dict[str, Any]]:
     return spec.seed, env_kwargs_from_json(spec.env_kwargs)
 
 
+ADAPTER_OWNED_SETTINGS = ("tokenizer", "observation_mode")
+"""The env settings an adapter sets itself (the policy's tokenizer; the observation mode its
+sample shape trains), which ``check_adapter_kwargs`` guards: a served env's label carries neither
+(its server's apply)."""
+
+
 def check_adapter_kwargs(
     kwargs: Mapping[str, Any],
     where: str,

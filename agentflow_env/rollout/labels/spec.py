@@ -130,7 +130,7 @@ class TaskSpec:
         if self.seed is not None:
             return source.sample(np.random.default_rng(self.seed))
         if self.task_id is not None:
-            return _task_by_id(source, self.task_id)
+            return task_by_id(source, self.task_id)
         assert self.record is not None
         return task_from_record(self.record)
 
@@ -178,7 +178,9 @@ def _check_record(record: Any) -> None:
 _ID_INDEXES: weakref.WeakKeyDictionary[Any, dict[str, Task]] = weakref.WeakKeyDictionary()
 
 
-def _task_by_id(source: TaskSource, task_id: str) -> Task:
+def task_by_id(source: TaskSource, task_id: str) -> Task:
+    """The task ``task_id`` names in ``source``'s fixed task list (``TaskSpecError`` when the
+    source has none, or no such task)."""
     tasks = getattr(source, "tasks", None)
     if not tasks:
         raise TaskSpecError(

@@ -34,7 +34,7 @@ from agentflow_env.rollout.checks.fail_fast import FailFast
 from agentflow_env.rollout.checks.failures import AdapterError, trajectory_failure
 from agentflow_env.rollout.labels.plans import SAMPLES_VARIABLE, AdapterConfig, EpisodePlan
 from agentflow_env.rollout.labels.spec import TaskSpec, TaskSpecError
-from agentflow_env.rollout.training.remote_envs import RemoteSessions
+from agentflow_env.rollout.training.remote_envs import RemoteEnvPool
 from agentflow_env.tasks.base import Task
 from agentflow_env.workflow.session import Session
 
@@ -147,10 +147,12 @@ class SharedEnvs:
     def __init__(self, config: AdapterConfig, pool: EnvPool | None = None) -> None:
         self.config = config
         self.pool = pool or EnvPool(tokenizer=config.tokenizer)
-        self.remote: RemoteSessions | None = None
+        self.remote: RemoteEnvPool | None = None
         """With ``config.env_url``: the served envs the sessions play on."""
         if config.env_url:
-            self.remote = RemoteSessions(config.env_url, config.env_token, config.samples)
+            self.remote = RemoteEnvPool(
+                config.env_url, token=config.env_token, samples=config.samples
+            )
         self.fail_fast = FailFast(config.fail_fast)
         """This process's guard against a setup that fails every trajectory (``record`` it
         after each one)."""
@@ -172,8 +174,7 @@ class SharedEnvs:
         ``end_session``)."""
         plan = self.config.plan(label)
         if self.remote is not None:
-            self.remote.check(self.tokenizer())
-            return self.remote.new_session(plan)
+            return self.remote.new_session(plan, self.tokenizer())
         return self.pool.new_session(plan)
 
     def judge(

@@ -19,18 +19,16 @@ from agentflow_env.base.hf_tokens import resolve_tokenizer
 from agentflow_env.remote import EnvServers, RemoteEnv, RemoteSession, shared_servers
 from agentflow_env.remote.env import check_servers
 from agentflow_env.remote.wire import json_safe
-from agentflow_env.rollout.labels.plans import EpisodePlan
+from agentflow_env.rollout.labels.plans import ADAPTER_OWNED_SETTINGS, EpisodePlan
 from agentflow_env.rollout.labels.shapes import SampleShape
 from agentflow_env.rollout.labels.spec import TaskSpec
-
-_ADAPTER_OWNED = ("observation_mode", "tokenizer")
 
 
 def served_label(plan: EpisodePlan) -> str:
     """The label a server gets for ``plan``: its env id and task, and every env kwarg of the
     plan but those the server sets itself (observation mode, tokenizer)."""
     kwargs = {**json_safe(dict(plan.base_kwargs)), **dict(plan.label_kwargs)}
-    kwargs = {k: v for k, v in kwargs.items() if k not in _ADAPTER_OWNED}
+    kwargs = {k: v for k, v in kwargs.items() if k not in ADAPTER_OWNED_SETTINGS}
     spec = plan.spec
     return TaskSpec(
         env_id=plan.env_id,
@@ -46,25 +44,30 @@ def reset_options(plan: EpisodePlan, samples: SampleShape) -> dict[str, Any]:
 
 
 class RemoteEnvPool:
-    """What the batched driver asks of an ``EnvPool``, for served envs: one ``RemoteEnv`` per
-    live episode on the servers at ``urls``, the tokenizer checked against theirs once."""
+    """Served envs in an ``EnvPool``'s place: what the batched driver asks of one (``envs``,
+    one ``RemoteEnv`` per live episode; ``reset``; ``discard``) and, for the token-in-token-out
+    drivers, ``new_session``, a ``RemoteSession`` per label. The servers at ``urls`` are
+    checked against each tokenizer given (once per tokenizer) before anything runs on them."""
 
     def __init__(
         self, urls: str, *, token: str | None = None, samples: SampleShape = "flat"
     ) -> None:
         self.servers: EnvServers = shared_servers(urls, token)
         self.samples = samples
-        self._info: dict[str, Any] | None = None
-        self._checked: set[int] = set()
+        self._checked: dict[int, tuple[Any, dict[str, Any]]] = {}
         self._lock = threading.Lock()
 
-    def envs(self, plan: EpisodePlan, tokenizer: Any = None, count: int = 1) -> list[RemoteEnv]:
+    def checked(self, tokenizer: Any = None) -> dict[str, Any]:
+        """The servers' description, once they are checked against ``tokenizer`` (any form
+        ``resolve_tokenizer`` reads; ``None``: the bundled one)."""
         with self._lock:
-            if self._info is None or id(tokenizer) not in self._checked:
-                local = resolve_tokenizer(tokenizer)
-                self._info = check_servers(self.servers, local)
-                self._checked.add(id(tokenizer))
-            info = self._info
+            if id(tokenizer) not in self._checked:  # kept with it: its id names it meanwhile
+                info = check_servers(self.servers, resolve_tokenizer(tokenizer))
+                self._checked[id(tokenizer)] = (tokenizer, info)
+            return self._checked[id(tokenizer)][1]
+
+    def envs(self, plan: EpisodePlan, tokenizer: Any = None, count: int = 1) -> list[RemoteEnv]:
+        info = self.checked(tokenizer)
         return [
             RemoteEnv(self.servers.urls, token=self.servers.token, server_info=info)
             for _ in range(count)
@@ -77,24 +80,10 @@ class RemoteEnvPool:
     def discard(self, env: RemoteEnv) -> None:
         env.close()
 
-
-class RemoteSessions:
-    """``SharedEnvs.new_session`` for served envs: a ``RemoteSession`` per label."""
-
-    def __init__(self, urls: str, token: str | None, samples: SampleShape) -> None:
-        self.servers = shared_servers(urls, token)
-        self.samples = samples
-        self._checked = False
-        self._lock = threading.Lock()
-
-    def check(self, tokenizer: Any) -> None:
-        """Check (once) that the servers tokenize as ``tokenizer`` does."""
-        with self._lock:
-            if not self._checked:
-                check_servers(self.servers, tokenizer)
-                self._checked = True
-
-    def new_session(self, plan: EpisodePlan, timeout_s: float = 600.0) -> RemoteSession:
+    def new_session(
+        self, plan: EpisodePlan, tokenizer: Any = None, timeout_s: float = 600.0
+    ) -> RemoteSession:
+        self.checked(tokenizer)
         return RemoteSession(
             self.servers, plan.spec.seed, reset_options(plan, self.samples), timeout_s=timeout_s
         )
