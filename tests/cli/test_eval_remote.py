@@ -4,16 +4,21 @@ every server died keeps its finished episodes and resumes (``--resume``) to the 
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import json
-import threading
-import time
 from pathlib import Path
 
-from served import kill_serve_process, serve_process  # noqa: E402
+import httpx
+import pytest
+from served import kill_serve_process, serve_process
 
-from agentflow_env.cli import main  # noqa: E402
+from agentflow_env.cli import evaluate as cli_evaluate
+from agentflow_env.cli import main
+from agentflow_env.evaluation.remote_runner import RemoteExpert
+from agentflow_env.remote import RemoteSession
 
-COMMON = ["eval", "--planner", "expert", "--hops", "1", "--quiet", "--concurrency", "2"]
+COMMON = ["eval", "--planner", "expert", "--hops", "1", "--quiet"]
 
 
 def rows(folder: Path) -> list[tuple]:
@@ -42,47 +47,66 @@ def test_eval_env_url_writes_the_in_process_rows(tmp_path: Path) -> None:
     assert len(rows(tmp_path / "remote")) == 6
 
 
-def kill_after(url: str, folder: Path, count: int) -> threading.Thread:
-    """A watcher that kills the server at ``url`` once ``count`` episodes are written."""
+class KillingExpert(RemoteExpert):
+    """The remote expert, which kills the server ``doomed`` (and waits until it is gone) when
+    asked for the first action of an episode from ``from_index`` on that runs there: a server
+    dying mid-episode, at a known place."""
 
-    def watch() -> None:
-        deadline = time.monotonic() + 120
-        while len(rows(folder)) < count and time.monotonic() < deadline:
-            time.sleep(0.01)
-        kill_serve_process(url)
+    def __init__(self, doomed: str, from_index: int, killed: list[int]) -> None:
+        self.doomed, self.from_index, self.killed = doomed, from_index, killed
 
-    thread = threading.Thread(target=watch, daemon=True)
-    thread.start()
-    return thread
+    async def next_action(self, session: RemoteSession) -> str:
+        index = session.options["episode_index"]
+        if not self.killed and session.url == self.doomed and index >= self.from_index:
+            kill_serve_process(self.doomed)
+            while _answers(self.doomed):
+                await asyncio.sleep(0.02)
+            self.killed.append(index)
+        return await super().next_action(session)
 
 
-def test_a_dead_servers_episodes_are_played_again_and_a_run_resumes(tmp_path: Path) -> None:
-    episodes = ["--episodes", "16"]
-    assert main([*COMMON, *episodes, "--out", str(tmp_path / "local")]) == 0
+def _answers(url: str) -> bool:
+    try:
+        httpx.get(url + "/health", timeout=0.5, trust_env=False)
+    except httpx.HTTPError:
+        return False
+    return True
+
+
+def test_a_dead_servers_episodes_are_played_again_and_a_run_resumes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    episodes = ["--episodes", "12"]
+    common = [*COMMON, *episodes, "--concurrency", "1"]  # one episode at a time, in order
+    assert main([*common, "--out", str(tmp_path / "local")]) == 0
     expected = rows(tmp_path / "local")
-    assert len(expected) == 16
+    assert len(expected) == 12
+    killed: list[int] = []
 
-    # Two servers, one dies mid-run: its episodes are played again on the other.
+    # Two servers, one dies mid-episode: that episode is played again on the other.
     with serve_process("--hops", "1") as doomed, serve_process("--hops", "1") as alive:
-        watcher = kill_after(doomed, tmp_path / "two", 3)
-        urls = f"{doomed},{alive}"
-        assert main([*COMMON, *episodes, "--out", str(tmp_path / "two"), "--env-url", urls]) == 0
-        watcher.join()
+        expert = functools.partial(KillingExpert, doomed, 4, killed)
+        monkeypatch.setattr(cli_evaluate, "RemoteExpert", expert)
+        out = ["--out", str(tmp_path / "two"), "--env-url", f"{doomed},{alive}"]
+        assert main([*common, *out]) == 0
     assert rows(tmp_path / "two") == expected
     lines = (tmp_path / "two" / "episodes.jsonl").read_text().splitlines()
-    served = [json.loads(line)["server"] for line in lines]
-    # Placement used both; once one died, the rest (its unfinished episodes too) ran on the other.
-    assert 1 <= served.count(doomed) <= 5 and served.count(alive) >= 11
+    served = {row["index"]: row["server"] for row in map(json.loads, lines)}
+    (at,) = killed
+    assert at >= 4 and all(served[i] == alive for i in range(at, 12))
+    assert doomed in {served[i] for i in range(at)}  # placement used both before
 
-    # The only server dies mid-run: the run stops, its finished episodes are kept, and it
+    # The only server dies mid-episode: the run stops, keeping the episodes before it, and
     # resumes on another server to the same rows.
+    killed.clear()
     with serve_process("--hops", "1") as only:
-        watcher = kill_after(only, tmp_path / "resumed", 4)
+        monkeypatch.setattr(
+            cli_evaluate, "RemoteExpert", functools.partial(KillingExpert, only, 4, killed)
+        )
         out = ["--out", str(tmp_path / "resumed")]
-        assert main([*COMMON, *episodes, *out, "--env-url", only]) == 2
-        watcher.join()
-    kept = rows(tmp_path / "resumed")
-    assert 4 <= len(kept) < 16 and set(kept) <= set(expected)
+        assert main([*common, *out, "--env-url", only]) == 2
+    assert killed == [4] and rows(tmp_path / "resumed") == expected[:4]
+    monkeypatch.undo()
     with serve_process("--hops", "1") as fresh:
-        assert main([*COMMON, *episodes, *out, "--env-url", fresh, "--resume"]) == 0
+        assert main([*common, *out, "--env-url", fresh, "--resume"]) == 0
     assert rows(tmp_path / "resumed") == expected
