@@ -9,9 +9,10 @@ and where the worst gap sits), entropy and the k3 KL to a frozen copy of the sta
 signal in the batch (equal-reward and all-zero groups, mean |advantage|); wall time split into
 generation, env and update; a held-out probe every ``held_out_every`` steps (greedy pass@1,
 sampled pass@1, pass@k); and with ``null_control=True`` the advantages permuted across each
-batch, the control a gain is measured against. Figures go to TRL's metrics (``diag/*``,
-``time/*``, ``held_out/*``, averaged per logging step like TRL's own) and, one line per step, to
-``diagnostics_path`` (JSONL).
+batch, the control a gain is measured against; with a dynamic-sampling rollout, what was
+dropped and refilled (``dynamic/*``; the dropped groups and their reasons in the JSONL). Figures
+go to TRL's metrics (``diag/*``, ``time/*``, ``held_out/*``, averaged per logging step like TRL's
+own) and, one line per step, to ``diagnostics_path`` (JSONL).
 
     sys.path.insert(0, "adapters/trl")
     from diagnostics import AgentFlowGRPOTrainer
@@ -85,6 +86,7 @@ class AgentFlowGRPOTrainer(TurnSamplesGRPOTrainer):
         self.held_out_specs, self.held_out_every = list(held_out_specs), held_out_every
         self.held_out_k, self.max_action_tokens = held_out_k, max_action_tokens
         self.rollout_timing: dict[str, float] = {}  # filled by make_rollout_func's rollout
+        self.refill_report: Any = None  # dynamic sampling's report of the last rollout
         self._rewards: list[float] | None = None
         self.diagnostics_every, self._batches = max(1, diagnostics_every), 0
         inner: Any = self.rollout_func
@@ -94,6 +96,10 @@ class AgentFlowGRPOTrainer(TurnSamplesGRPOTrainer):
             output = inner(prompts, trainer)
             self._figures.rollout(time.time() - start, self.rollout_timing)
             self.rollout_timing = {}
+            if self.refill_report is not None:
+                self._figures.pending.update(self.refill_report.metrics())
+                self._figures.pending["dynamic/dropped_groups"] = self.refill_report.dropped
+                self.refill_report = None
             self._rewards = [float(r) for r in output.get("env_reward", [])]
             return output
 

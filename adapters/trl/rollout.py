@@ -26,12 +26,15 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from refill import refilled
 from trl_generation import trainer_generate, trainer_lockstep
+from trl_outputs import LOG_KEYS, env_reward, rollout_output
 
 # HFGenerator and task_prompt are only re-exported, for the scripts that load this file.
 from agentflow_env.rollout import (
     DEFAULT_ENV_ID,
     CreditMethod,
+    DynamicSampling,
     EpisodeResult,
     FailFast,
     Generate,
@@ -63,7 +66,6 @@ TRL_MAX_ACTION_TOKENS = 48
 """``make_rollout_func``'s per-action token cap (every env's ``max_action_tokens``) when it is
 given none: short actions, for the small models this adapter trains on a CPU. The other
 adapters' default, ``ADAPTER_MAX_ACTION_TOKENS`` (1024), is for full-size policies."""
-LOG_KEYS = ("success", "turns", "invalid_actions", "failed")
 _POOL = default_pool()  # where episodes run unless a pool is given (tests look inside)
 
 
@@ -85,6 +87,7 @@ def make_rollout_func(
     samples: SampleShape = "flat",
     normalize: Normalization = "trajectory",
     env_url: str | None = None,
+    dynamic_sampling: DynamicSampling | None = None,
 ) -> Callable[[list[Any], Any], dict[str, list]]:
     """A ``rollout_func(prompts, trainer)`` for ``GRPOTrainer``: one completion per prompt entry
     (TRL's sampler already repeats each prompt ``num_generations`` times; the copies share one
@@ -107,7 +110,10 @@ def make_rollout_func(
     naming the reason (``agentflow_env.rollout.checks.fail_fast``): the setup is wrong.
 
     ``env_url`` (default ``AGENTFLOW_ENV_URL``): play the episodes on served envs
-    (``agentflow-env serve``, its token ``AGENTFLOW_SERVE_TOKEN``), token for token the same."""
+    (``agentflow-env serve``, its token ``AGENTFLOW_SERVE_TOKEN``), token for token the same.
+
+    ``dynamic_sampling`` (``DynamicSampling``): equal-reward groups are refilled with new
+    questions (``refill.py``); the output's ``labels`` are the questions that trained."""
     user_kwargs = dict(env_kwargs or {})
     env_url = env_url or read_env_var("AGENTFLOW_ENV_URL")
     check_credit_options(credit, value_forks, samples, normalize)  # ValueError
@@ -122,67 +128,45 @@ def make_rollout_func(
                 "needs TurnSamplesGRPOTrainer(..., samples='turns')"
             )
         timing: dict[str, float] = {}
-        results = run_episodes(
-            prompts,
-            trainer_generate(trainer),
-            trainer.processing_class,
-            max_action_tokens=max_action_tokens,
-            env_id=env_id,
-            env_kwargs=user_kwargs,
-            default_env_kwargs=DEFAULT_ENV_KWARGS if env_id == DEFAULT_ENV_ID else None,
-            lockstep=trainer_lockstep(trainer),
-            value_forks=value_forks if credit == "monte_carlo" else 0,
-            timing=timing,
-            samples=samples,
-            env_url=env_url,
-            env_token=read_env_var("AGENTFLOW_SERVE_TOKEN"),
-        )
+        options = {
+            "max_action_tokens": max_action_tokens,
+            "env_id": env_id,
+            "env_kwargs": user_kwargs,
+            "default_env_kwargs": DEFAULT_ENV_KWARGS if env_id == DEFAULT_ENV_ID else None,
+            "lockstep": trainer_lockstep(trainer),
+            "samples": samples,
+            "env_url": env_url,
+            "env_token": read_env_var("AGENTFLOW_SERVE_TOKEN"),
+        }
+        tokenizer = trainer.processing_class
+
+        def play(labels: list[Any], greedy: bool = False) -> list[EpisodeResult]:
+            forks = value_forks if credit == "monte_carlo" and not greedy else 0
+            generate = (
+                trainer_generate(trainer, greedy=True) if greedy else trainer_generate(trainer)
+            )
+            return run_episodes(
+                labels, generate, tokenizer, value_forks=forks, timing=timing, **options
+            )
+
+        labels, results = refilled(list(prompts), trainer, play, dynamic_sampling)
         if hasattr(trainer, "rollout_timing"):  # AgentFlowGRPOTrainer logs the split
             trainer.rollout_timing = timing
         for result in results:
             guard.record(result.failure)
         output: dict[str, Any] = rollout_output(results)
+        output["labels"] = labels
         if turns:
             output["turn_samples"] = [r.trainer_samples() for r in results]
             output["turn_values"] = [r.turn_values for r in results]
             output["turn_credit"] = credit or "broadcast"
             output["turn_normalize"] = normalize
         elif credit is not None:
-            output["token_advantages"] = token_advantages(prompts, results, credit)
+            output["token_advantages"] = token_advantages(labels, results, credit)
         return output
 
     rollout_func.samples = samples  # type: ignore[attr-defined]
     return rollout_func
-
-
-def rollout_output(results: Sequence[EpisodeResult]) -> dict[str, list]:
-    """The dict ``rollout_func`` returns: TRL's required keys, ``env_mask``, and per-sample
-    fields for the reward function (``env_reward``, the logged metrics, ``error``)."""
-    return {
-        "prompt_ids": [r.prompt_ids for r in results],
-        "completion_ids": [r.completion_ids for r in results],
-        "logprobs": [r.logprobs for r in results],
-        "env_mask": [r.env_mask for r in results],
-        "env_reward": [r.reward for r in results],
-        "success": [float(r.success) for r in results],
-        "turns": [r.turns for r in results],
-        "invalid_actions": [float(r.metrics.get("invalid_actions", 0)) for r in results],
-        "failed": [float(r.failure is not None) for r in results],
-        "error": [r.error or "" for r in results],
-    }
-
-
-def env_reward(
-    completions: list[Any], env_reward: list[float], log_metric: Any = None, **kwargs: Any
-) -> list[float]:
-    """The reward function: the environment's own terminal reward, unchanged; logs ``LOG_KEYS``
-    as ``env/*`` metrics (per episode: turn rows carry them on their episode's last row only)."""
-    if log_metric is not None:
-        for name in LOG_KEYS:
-            values = [v for v in kwargs.get(name) or () if v is not None]
-            if values:
-                log_metric(f"env/{name}", float(sum(values)) / len(values))
-    return [float(r) for r in env_reward]
 
 
 __all__ = [

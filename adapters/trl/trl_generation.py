@@ -15,20 +15,23 @@ import torch
 from agentflow_env.rollout import Generate, HFGenerator, MaxAcrossRanks, sampled_logprob
 
 
-def trainer_generate(trainer: Any) -> Generate:
+def trainer_generate(trainer: Any, greedy: bool = False) -> Generate:
     """The trainer's generation path: TRL's vLLM engine if enabled, else ``generate`` on the
-    unwrapped training model with the trainer's temperature, top-p and top-k."""
+    unwrapped training model with the trainer's temperature, top-p and top-k (``greedy``:
+    argmax decoding instead, e.g. dynamic sampling's screen)."""
     if getattr(trainer, "use_vllm", False):
-        return _vllm_generate(trainer)
+        return _vllm_generate(trainer, greedy)
     from trl.models import unwrap_model_for_generation
 
+    sampling: dict[str, Any] = {"greedy": True}
+    if not greedy:
+        sampling = {"temperature": float(trainer.temperature), "top_p": float(trainer.top_p)}
+        sampling["top_k"] = trainer.top_k
     generator = HFGenerator(
         model=None,  # unwrapped at each call
         pad_token_id=trainer.processing_class.pad_token_id,
         eos_token_ids=list(trainer.eos_token_ids),
-        temperature=float(trainer.temperature),
-        top_p=float(trainer.top_p),
-        top_k=trainer.top_k,
+        **sampling,
     )
 
     def generate(prompts: Sequence[Sequence[int]], max_new_tokens: int) -> Any:
@@ -43,25 +46,31 @@ def trainer_generate(trainer: Any) -> Generate:
     return generate
 
 
-def _vllm_generate(trainer: Any) -> Generate:
+def _vllm_generate(trainer: Any, greedy: bool = False) -> Generate:
     """One vLLM sample per prompt (the prompts of a group differ after the first turn).
 
     TRL syncs vLLM's weights before calling ``rollout_func``; the per-turn cap is set through
     ``max_completion_length`` for the call. In server mode (and colocated with tensor parallelism)
     every call is a collective slicing the results by ``rank * batch size``: the driver's
     lockstep keeps the ranks in step. vLLM's unknown log-probs (``None``) become NaN.
+    ``greedy``: temperature 0 for the call.
     """
     engine = trainer.vllm_generation
 
     def generate(prompts: Sequence[Sequence[int]], max_new_tokens: int) -> Any:
         saved = engine.max_completion_length
+        temperature = engine.temperature if greedy else None
         engine.max_completion_length = max_new_tokens
+        if greedy:
+            engine.temperature = 0.0
         try:
             _, completion_ids, logprobs, _ = engine.generate(
                 prompts=[list(p) for p in prompts], images=None, num_generations=1
             )
         finally:
             engine.max_completion_length = saved
+            if greedy:
+                engine.temperature = temperature
         completions = [list(c) for c in completion_ids]
         if logprobs is None:
             return completions, None

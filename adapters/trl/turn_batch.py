@@ -67,7 +67,7 @@ def turn_rows(
     multiple of ``multiple``. A failed trajectory's rows (and padding) carry ``env_mask`` 0."""
     if TURN_SAMPLES not in output:
         raise ValueError("the rollout gave no turn samples: use make_rollout_func(samples='turns')")
-    prompts = [x["prompt"] for x in inputs]
+    prompts = output.get("labels") or [x["prompt"] for x in inputs]  # refilled groups' own
     advantages = row_advantages(prompts, output)
     served: dict[str, list[Any]] = {k: [] for k in ("prompt_ids", "completion_ids", "logprobs")}
     served.update({k: [] for k in ("env_mask", "env_reward", *_ROW_FIELDS)})

@@ -148,6 +148,11 @@ from agentflow_env.rollout.training.driver import (
     default_pool,
     run_episodes,
 )
+from agentflow_env.rollout.training.dynamic_sampling import (
+    DynamicSampling,
+    RefillReport,
+    fill_informative_groups,
+)
 from agentflow_env.rollout.training.group_credit import CreditMethod, Normalization
 from agentflow_env.rollout.training.held_out import held_out_pass_rates
 from agentflow_env.rollout.training.lockstep import MaxAcrossRanks, distributed_max
@@ -259,6 +264,9 @@ ADAPTER_API = (
     "grouped_turn_advantages",
     "padded_rows",
     "token_advantages",
+    # dynamic sampling with refill
+    "DynamicSampling",
+    "fill_informative_groups",
     # diagnostics
     "LogprobSample",
     "StepFigures",
@@ -342,6 +350,9 @@ __all__ = [
     "grouped_turn_advantages",
     "padded_rows",
     "token_advantages",
+    # dynamic sampling with refill
+    "DynamicSampling",
+    "fill_informative_groups",
     # diagnostics
     "LogprobSample",
     "StepFigures",
@@ -354,6 +365,8 @@ __all__ = [
     "skyrl_group_signal",
     "skyrl_samples",
     # -- the rest
+    # dynamic sampling's report
+    "RefillReport",
     # episodes on served envs
     "RemoteEnvPool",
     "served_label",
