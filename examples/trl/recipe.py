@@ -13,6 +13,8 @@ two hops, a fresh small world per episode, at most 4 turns. Phases (``--phases``
 - ``null``: the same run with the advantages permuted across each batch (``null_control``): what
   the optimizer does to the policy with the same step sizes and no signal;
 - ``more_sft``: the SFT start trained further with SFT for the mean GRPO wall time;
+- ``rft``: rejection-sampling fine-tuning (``rft.py``: SFT on the policy's own successful
+  rollouts) from the same start for the same wall time, once per seed;
 - ``summary``: ``summary.json`` (per seed and mean +- std: paired gains with 95% intervals) and
   ``recipe.png``.
 
@@ -27,6 +29,7 @@ of every run (``diagnostics_<phase>_seed<N>.jsonl``) into ``--out``.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import sys
 import tempfile
@@ -47,13 +50,24 @@ sys.path.insert(0, str(HERE.parents[1] / "adapters" / "trl"))
 sys.path.insert(0, str(HERE))
 from compare_credit import ENV_KWARGS, MAX_ACTION_TOKENS  # noqa: E402  (the same task)
 from diagnostics import AgentFlowGRPOTrainer  # noqa: E402
-from recipe_common import PairedEvaluator, mean_std, paired_gain, seed_everything  # noqa: E402
+from recipe_common import (  # noqa: E402
+    COMMITTED_STARTS,
+    PairedEvaluator,
+    load_start,
+    seed_everything,
+    write,
+)
+from recipe_summary import summarize  # noqa: E402
+from rft import run_rft  # noqa: E402
 from rollout import env_reward, make_rollout_func, task_prompt  # noqa: E402
 from train_tiny_cpu import build_model, cpu_grpo_config, sft_trainer  # noqa: E402
 
+from agentflow_env.rollout import DynamicSampling  # noqa: E402
+
 SFT_SEEDS, GRPO_SEEDS = 0, 1_000_000  # held-out: the test split (tiny-bridge-v1's seeds)
+RESERVE_SEEDS = 5_000_000  # dynamic sampling's refill questions (seed S: its own range)
 HELD_OUT_PROBE_SEEDS = 3_000_000  # the small frozen set the trainer probes along the way
-PHASES = ("sft", "checkpoints", "grpo", "null", "more_sft", "summary")
+PHASES = ("sft", "checkpoints", "grpo", "null", "more_sft", "rft", "summary")
 
 
 class Checkpoints(TrainerCallback):
@@ -140,14 +154,17 @@ def run_grpo(
 ) -> dict[str, Any]:
     """Flow-GRPO (or its null control) from the SFT start with one seed."""
     seed_everything(seed, args.threads)
-    model = build_model(tokenizer, args.hidden, args.layers, args.heads)
-    model.load_state_dict(torch.load(start_weights(work, args)))
+    model = load_start(
+        build_model(tokenizer, args.hidden, args.layers, args.heads), start_weights(work, args)
+    )
     # Each seed trains on its own question stream; the arm and its null control share it.
     first = GRPO_SEEDS + seed * 100_000
     questions = args.grpo_steps * args.questions_per_step
     # Training questions: the hops whose groups carry signal (--train-hops); held-out
     # evaluation stays on the suite's mix.
     train_kwargs = {**ENV_KWARGS, "hops": args.train_hops}
+    if args.lambda_errors is not None:  # the format anchor in the reward: a cost per invalid action
+        train_kwargs["lambda_errors"] = args.lambda_errors
     data = Dataset.from_dict(
         {"prompt": [task_prompt(first + i, **train_kwargs) for i in range(questions)]}
     )
@@ -159,13 +176,21 @@ def run_grpo(
         for i in range(args.held_out_episodes)
     ]
     with tempfile.TemporaryDirectory(prefix=f"recipe-{name}-") as scratch:
+        if args.beta:  # TRL loads the KL reference from the model's path: save the start there
+            model.save_pretrained(Path(scratch) / "start")
+            model.config._name_or_path = str(Path(scratch) / "start")
         trainer = AgentFlowGRPOTrainer(
             model=model,
             reward_funcs=env_reward,
             args=grpo_config(args, Path(scratch), seed),
             train_dataset=data,
             processing_class=tokenizer,
-            rollout_func=make_rollout_func(train_kwargs, max_action_tokens=MAX_ACTION_TOKENS),
+            rollout_func=make_rollout_func(
+                train_kwargs,
+                max_action_tokens=MAX_ACTION_TOKENS,
+                dynamic_sampling=dynamic_sampling(args, seed, train_kwargs),
+                samples=args.samples,
+            ),
             diagnostics_path=str(diagnostics),
             null_control=null,
             null_seed=seed,
@@ -178,19 +203,31 @@ def run_grpo(
         start = time.time()
         trainer.train()
         train_s = time.time() - start
-    keep = ("step", "reward", "frac_reward_zero_std", "entropy", "loss", "grad_norm")
+    keep = ("step", "reward", "frac_reward_zero_std", "entropy", "loss", "grad_norm", "kl")
+    prefixes = ("env/", "diag/", "held_out/", "dynamic/")
     log = [
-        {k: v for k, v in e.items() if k in keep or k.startswith(("env/", "diag/", "held_out/"))}
+        {k: v for k, v in e.items() if k in keep or k.startswith(prefixes)}
         for e in trainer.state.log_history
     ]
-    return {
-        "arm": name,
-        "seed": seed,
-        "null_control": null,
-        "train_s": train_s,
-        "log": log,
-        **score(evaluate, model, args),
-    }
+    result = {"arm": name, "seed": seed, "null_control": null, "train_s": train_s, "log": log}
+    if args.no_final_score:  # a quick check: the diagnostics log holds the figures
+        return result
+    return {**result, **score(evaluate, model, args)}
+
+
+def dynamic_sampling(
+    args: argparse.Namespace, seed: int, train_kwargs: dict[str, Any]
+) -> DynamicSampling | None:
+    """``--refill-rounds N``: equal-reward groups are dropped and refilled from new questions of
+    this seed's own reserve (``--screen-candidates``: greedy failures first)."""
+    if not args.refill_rounds:
+        return None
+    seeds = iter(range(RESERVE_SEEDS + seed * 100_000, RESERVE_SEEDS + (seed + 1) * 100_000))
+
+    def reserve(n: int) -> list[str]:
+        return [task_prompt(next(seeds), **train_kwargs) for _ in range(n)]
+
+    return DynamicSampling(reserve, args.refill_rounds, args.screen_candidates)
 
 
 class StopAfter(TrainerCallback):
@@ -212,15 +249,11 @@ def run_more_sft(
 ) -> dict[str, Any]:
     """The SFT start trained further with SFT, on new demonstrations, for the mean wall time of
     the GRPO runs (``--more-sft-seconds`` overrides it)."""
-    seconds = args.more_sft_seconds
-    if seconds is None:
-        times = [json.loads(p.read_text())["train_s"] for p in sorted(out.glob("grpo_seed*.json"))]
-        if not times:
-            raise SystemExit("more_sft needs grpo_seed*.json in --out, or --more-sft-seconds")
-        seconds = sum(times) / len(times)
+    seconds = grpo_wall_time(out, args.more_sft_seconds, "more_sft")
     seed_everything(args.sft_seed, args.threads)
-    model = build_model(tokenizer, args.hidden, args.layers, args.heads)
-    model.load_state_dict(torch.load(start_weights(work, args)))
+    model = load_start(
+        build_model(tokenizer, args.hidden, args.layers, args.heads), start_weights(work, args)
+    )
     first = SFT_SEEDS + args.sft_demos  # demonstrations the SFT start never saw
     records = expert_demonstrations(
         range(first, first + args.sft_demos), ENV_KWARGS, style="minimal"
@@ -246,139 +279,48 @@ def run_more_sft(
     }
 
 
-def start_weights(work: Path, args: argparse.Namespace) -> Path:
-    """The weights GRPO starts from: the end of SFT, or the checkpoint ``--start-step``."""
+def grpo_wall_time(out: Path, override: float | None, phase: str) -> float:
+    """A comparison's budget: ``override``, else the mean wall time of the GRPO runs in ``out``."""
+    if override is not None:
+        return override
+    times = [json.loads(p.read_text())["train_s"] for p in sorted(out.glob("grpo_seed*.json"))]
+    if not times:
+        raise SystemExit(f"{phase} needs grpo_seed*.json in --out, or its --*-seconds")
+    return sum(times) / len(times)
+
+
+def run_rft_phase(
+    args: argparse.Namespace,
+    tokenizer: Any,
+    evaluate: PairedEvaluator,
+    work: Path,
+    out: Path,
+    seed: int,
+) -> dict[str, Any]:
+    """Rejection-sampling fine-tuning (``rft.py``) from the GRPO start, on the seed's GRPO
+    question stream, for the GRPO runs' mean wall time (``--rft-seconds`` overrides it)."""
+    seconds = grpo_wall_time(out, args.rft_seconds, "rft")
+    train_kwargs = {**ENV_KWARGS, "hops": args.train_hops}
+    first = GRPO_SEEDS + seed * 100_000
+    questions = (task_prompt(first + i, **train_kwargs) for i in itertools.count())
+    model, result = run_rft(
+        args, tokenizer, start_weights(work, args), seed, seconds, questions, MAX_ACTION_TOKENS
+    )
+    return {"arm": f"rft_seed{seed}", "seed": seed, **result, **score(evaluate, model, args)}
+
+
+def start_weights(work: Path, args: argparse.Namespace) -> Path | str:
+    """The weights GRPO starts from: a committed start (``--start sft800``), the checkpoint
+    ``--start-step`` of this run's SFT, or the end of it."""
+    if args.start is not None:
+        return args.start
     if args.start_step is None:
         return work / "sft_model.pt"
     return work / f"sft_step{args.start_step}.pt"
 
 
-def start_result(out: Path, args: argparse.Namespace) -> Path:
-    """The scores of the start (``sft.json`` or ``sft_step<N>.json``), for paired gains."""
-    return out / ("sft.json" if args.start_step is None else f"sft_step{args.start_step}.json")
-
-
-def summarize(out: Path, args: argparse.Namespace) -> dict[str, Any]:
-    """Per seed and over seeds: greedy held-out success and paired gains (points, 95% CI)."""
-    sft = json.loads(start_result(out, args).read_text())
-    start = sft["greedy"]["outcomes"]
-    seeds: dict[str, Any] = {}
-    for path in sorted(out.glob("grpo_seed*.json")):
-        grpo = json.loads(path.read_text())
-        null_path = out / path.name.replace("grpo_", "null_")
-        row: dict[str, Any] = {
-            "grpo": grpo["greedy"]["success"],
-            "grpo_ci95": grpo["greedy"]["ci95"],
-            "grpo_sampled_pass_at_1": grpo["sampled"]["pass_at_1"],
-            "gain_over_sft": paired_gain(start, grpo["greedy"]["outcomes"]),
-            "grpo_train_s": grpo["train_s"],
-        }
-        if null_path.exists():
-            null = json.loads(null_path.read_text())
-            row.update(
-                {
-                    "null": null["greedy"]["success"],
-                    "null_ci95": null["greedy"]["ci95"],
-                    "null_gain_over_sft": paired_gain(start, null["greedy"]["outcomes"]),
-                    "gain_over_null": paired_gain(
-                        null["greedy"]["outcomes"], grpo["greedy"]["outcomes"]
-                    ),
-                    "null_train_s": null["train_s"],
-                }
-            )
-        seeds[str(grpo["seed"])] = row
-
-    def over_seeds(key: str) -> dict[str, float] | None:
-        values = [r[key]["points"] for r in seeds.values() if key in r]
-        return mean_std(values) if values else None
-
-    summary: dict[str, Any] = {
-        "sft": {
-            "start": start_result(out, args).name,
-            "greedy": sft["greedy"]["success"],
-            "ci95": sft["greedy"]["ci95"],
-            "episodes": sft["greedy"]["episodes"],
-            "sampled": sft["sampled"],
-            "train_s": sft.get("train_s"),
-        },
-        "seeds": seeds,
-        "gain_over_sft_points": over_seeds("gain_over_sft"),
-        "gain_over_null_points": over_seeds("gain_over_null"),
-        "null_gain_over_sft_points": over_seeds("null_gain_over_sft"),
-        "every_seed_beats_sft": all(r["gain_over_sft"]["points"] > 0 for r in seeds.values()),
-        "every_seed_beats_null": all(
-            r.get("gain_over_null", {}).get("points", 0) > 0 for r in seeds.values()
-        ),
-    }
-    more = out / "more_sft.json"
-    if more.exists():
-        data = json.loads(more.read_text())
-        summary["more_sft"] = {
-            "greedy": data["greedy"]["success"],
-            "gain_over_sft": paired_gain(start, data["greedy"]["outcomes"]),
-            "steps": data["steps"],
-            "train_s": data["train_s"],
-        }
-    write(out / "summary.json", summary)
-    plot(out, summary)
-    print(json.dumps(summary, indent=1))
-    return summary
-
-
-def plot(out: Path, summary: dict[str, Any]) -> None:
-    """Left: each run's held-out probe along training (greedy pass@1, solid: Flow-GRPO, dashed:
-    null control). Right: final greedy success on the whole suite per seed, with 95% intervals."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (probe, final) = plt.subplots(1, 2, figsize=(11, 4))
-    for index, seed in enumerate(summary["seeds"]):
-        color = f"C{index}"
-        for phase, style in (("grpo", "o-"), ("null", "s--")):
-            path = out / f"diagnostics_{phase}_seed{seed}.jsonl"
-            if not path.exists():
-                continue
-            rows = [json.loads(x) for x in path.read_text().splitlines()]
-            points = [
-                (r["step"], r["held_out/greedy_pass_at_1"])
-                for r in rows
-                if "held_out/greedy_pass_at_1" in r
-            ]
-            if points:
-                probe.plot(
-                    *zip(*points, strict=True), style, color=color, label=f"{phase} seed {seed}"
-                )
-    probe.set_xlabel("GRPO step")
-    probe.set_ylabel("greedy success, held-out probe")
-    probe.legend(fontsize=7)
-    sft = summary["sft"]
-    final.axhspan(*sft["ci95"], color="grey", alpha=0.3, label="SFT start (95% CI)")
-    for index, (seed, row) in enumerate(summary["seeds"].items()):
-        for offset, key in ((-0.1, "grpo"), (0.1, "null")):
-            if key not in row:
-                continue
-            value = row[key]
-            low, high = row[f"{key}_ci95"]
-            final.errorbar(
-                [index + offset],
-                [value],
-                yerr=[[value - low], [high - value]],
-                fmt="o" if key == "grpo" else "s",
-                color=f"C{index}",
-                label=f"{key} seed {seed}",
-            )
-    if "more_sft" in summary:
-        final.axhline(summary["more_sft"]["greedy"], color="black", linestyle=":", label="more SFT")
-    final.set_xticks(range(len(summary["seeds"])), [f"seed {s}" for s in summary["seeds"]])
-    final.set_ylabel(f"greedy success, {sft['episodes']} held-out episodes")
-    final.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(out / "recipe.png", dpi=80)
-
-
-def main() -> None:
+def build_parser() -> argparse.ArgumentParser:
+    """The recipe's settings (``quick_checks.py`` starts from the same defaults)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="examples/trl/results/recipe")
     parser.add_argument("--work", default="runs/recipe", help="SFT weights and scratch")
@@ -397,6 +339,11 @@ def main() -> None:
         type=int,
         help="start GRPO (and more_sft) from this SFT checkpoint instead of the end of SFT",
     )
+    parser.add_argument(
+        "--start",
+        help="start GRPO (and more_sft) from a committed SFT start by name "
+        f"({', '.join(sorted(COMMITTED_STARTS))}: examples/trl/checkpoints/) or a weights file",
+    )
     parser.add_argument("--grpo-steps", type=int, default=36)
     parser.add_argument("--grpo-lr", type=float, default=2e-4)
     parser.add_argument("--questions-per-step", type=int, default=16)
@@ -408,10 +355,49 @@ def main() -> None:
         help="hops of the GRPO questions (the SFT start solves 1-hop ones: no signal there)",
     )
     parser.add_argument("--num-generations", type=int, default=8)
+    parser.add_argument(
+        "--samples",
+        choices=("flat", "turns"),
+        default="flat",
+        help="the sample shape: one flat sequence per trajectory, or one row per planner turn",
+    )
+    parser.add_argument(
+        "--refill-rounds",
+        type=int,
+        default=0,
+        help="dynamic sampling: drop equal-reward groups and refill them in up to N rounds",
+    )
+    parser.add_argument(
+        "--screen-candidates",
+        type=int,
+        default=0,
+        help="dynamic sampling: per missing group, screen this many questions greedily and "
+        "refill from greedy's failures first",
+    )
+    parser.add_argument(
+        "--top-entropy-quantile",
+        type=float,
+        default=1.0,
+        help="train only on this top fraction of planner tokens by entropy (TRL's option)",
+    )
+    parser.add_argument("--beta", type=float, default=0.0, help="KL to the start (TRL's beta)")
+    parser.add_argument(
+        "--lambda-errors", type=float, help="the env's reward cost per invalid action"
+    )
+    parser.add_argument(
+        "--no-final-score",
+        action="store_true",
+        help="skip scoring on the suite at the end (quick checks read the diagnostics log)",
+    )
     parser.add_argument("--held-out-every", type=int, default=18)
     parser.add_argument("--diagnostics-every", type=int, default=4)
     parser.add_argument("--held-out-episodes", type=int, default=48)
     parser.add_argument("--more-sft-seconds", type=float, help="default: mean GRPO wall time")
+    parser.add_argument("--rft-seconds", type=float, help="default: mean GRPO wall time")
+    parser.add_argument("--rft-lr", type=float, default=1e-4, help="RFT's SFT learning rate")
+    parser.add_argument(
+        "--rft-steps-per-round", type=int, default=8, help="SFT steps after each sampling round"
+    )
     parser.add_argument("--temperature", type=float, default=0.7)
     parser.add_argument(
         "--threads", type=int, default=1, help="torch threads (1: steady on a busy machine)"
@@ -420,7 +406,11 @@ def main() -> None:
     parser.add_argument("--eval-episodes", type=int, help="the suite's first N (default: all)")
     parser.add_argument("--pass-episodes", type=int, default=200)
     parser.add_argument("--pass-k", type=int, default=4)
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> None:
+    args = build_parser().parse_args()
 
     out, work = Path(args.out), Path(args.work)
     out.mkdir(parents=True, exist_ok=True)
@@ -450,6 +440,10 @@ def main() -> None:
         for seed in args.seeds:
             result = run_grpo(args, tokenizer, evaluate, work, out, seed, null=phase == "null")
             write(out / f"{phase}_seed{seed}.json", {"settings": settings, **result})
+    if "rft" in args.phases:
+        for seed in args.seeds:
+            result = run_rft_phase(args, tokenizer, evaluate, work, out, seed)
+            write(out / f"rft_seed{seed}.json", {"settings": settings, **result})
     if "more_sft" in args.phases:
         write(
             out / "more_sft.json",
@@ -457,10 +451,6 @@ def main() -> None:
         )
     if "summary" in args.phases:
         summarize(out, args)
-
-
-def write(path: Path, data: dict[str, Any]) -> None:
-    path.write_text(json.dumps(data, indent=1))
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ from per-episode outcomes rather than from two separate rates.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import random
@@ -26,6 +27,30 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "adapters" / "trl")
 from rollout import HFGenerator, run_episodes  # noqa: E402
 
 from agentflow_env.evaluation.suites import get_suite  # noqa: E402
+
+CHECKPOINTS = Path(__file__).resolve().parent / "checkpoints"
+"""The committed SFT starts (``checkpoints/README.md``: the command and settings that made them)."""
+COMMITTED_STARTS = {"sft800": "sft_step800.safetensors", "sft1200": "sft_step1200.safetensors"}
+
+
+def committed_start(name: str) -> Path:
+    """The file of a committed SFT start by name (``sft800``, ``sft1200``)."""
+    if name not in COMMITTED_STARTS:
+        raise SystemExit(f"unknown start {name!r}; committed starts: {sorted(COMMITTED_STARTS)}")
+    return CHECKPOINTS / COMMITTED_STARTS[name]
+
+
+def load_start(model: Any, start: str | Path) -> Any:
+    """Loads a committed start (by name) or a weights file (``.safetensors`` or a torch
+    ``state_dict`` ``.pt``) into ``model``; returns the model."""
+    path = committed_start(start) if str(start) in COMMITTED_STARTS else Path(start)
+    if path.suffix == ".safetensors":
+        from safetensors.torch import load_model
+
+        load_model(model, str(path))  # strict; tied embeddings are stored once
+    else:
+        model.load_state_dict(torch.load(path))
+    return model
 
 
 def seed_everything(seed: int, threads: int = 2) -> None:
@@ -91,10 +116,17 @@ class PairedEvaluator:
         }
 
     def sampled(
-        self, model: Any, temperature: float, k: int, episodes: int, seed: int = 0
+        self,
+        model: Any,
+        temperature: float,
+        k: int,
+        episodes: int,
+        seed: int = 0,
+        greedy_outcomes: Sequence[int] | None = None,
     ) -> dict[str, Any]:
         """pass@1 (mean over ``k`` samples) and pass@k at ``temperature`` on the first
-        ``episodes`` episodes; sampling is seeded so the figure repeats."""
+        ``episodes`` episodes; sampling is seeded so the figure repeats. With the greedy outcomes
+        of the same episodes, also ``sampling_headroom``'s figures."""
         start = time.time()
         torch.manual_seed(seed)
         generate = HFGenerator(
@@ -109,6 +141,9 @@ class PairedEvaluator:
         any_win = [int(any(w)) for w in wins]
         per_episode = [sum(w) / k for w in wins]
         mixed = sum(1 for w in wins if 0 < sum(w) < k) / episodes
+        headroom = {}
+        if greedy_outcomes is not None:
+            headroom = sampling_headroom(greedy_outcomes[:episodes], wins)
         return {
             "temperature": temperature,
             "k": k,
@@ -116,8 +151,26 @@ class PairedEvaluator:
             "pass_at_1": sum(per_episode) / episodes,
             f"pass_at_{k}": sum(any_win) / episodes,
             "mixed_groups": mixed,
+            **headroom,
             "eval_s": time.time() - start,
         }
+
+
+def sampling_headroom(greedy: Sequence[int], wins: Sequence[Sequence[int]]) -> dict[str, float]:
+    """What a group of samples could teach greedy decoding, per episode: ``greedy_fails_group_
+    succeeds`` (greedy fails, a sample succeeds: the groups that can change greedy's answer),
+    ``greedy_succeeds_group_fails`` (greedy succeeds, a sample fails: groups that defend it),
+    ``greedy_fails_group_fails`` (all fail: no signal). ``wins``: each episode's sample
+    outcomes."""
+    if len(greedy) != len(wins) or not wins:
+        raise ValueError("one greedy outcome and one group of samples per episode")
+    pairs = list(zip(greedy, wins, strict=True))
+    n = len(pairs)
+    return {
+        "greedy_fails_group_succeeds": sum(1 for g, w in pairs if not g and any(w)) / n,
+        "greedy_succeeds_group_fails": sum(1 for g, w in pairs if g and not all(w)) / n,
+        "greedy_fails_group_fails": sum(1 for g, w in pairs if not g and not any(w)) / n,
+    }
 
 
 def rate(outcomes: Sequence[int]) -> dict[str, Any]:
@@ -155,3 +208,8 @@ def mean_std(values: Sequence[float]) -> dict[str, float]:
     mean = sum(values) / n
     std = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1)) if n > 1 else 0.0
     return {"mean": mean, "std": std, "n": n}
+
+
+def write(path: Path, data: dict[str, Any]) -> None:
+    """One result file, indented JSON."""
+    path.write_text(json.dumps(data, indent=1))

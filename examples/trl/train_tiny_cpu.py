@@ -139,8 +139,8 @@ def cpu_grpo_config(
     data_seed: int | None = None,
 ) -> GRPOConfig:
     """The examples' Flow-GRPO settings on CPU from ``args`` (``questions_per_step``,
-    ``num_generations``, ``grpo_steps``, ``grpo_lr``, ``temperature``): a constant learning rate,
-    no KL, ``loss_type="grpo"`` (per-trajectory mean over planner tokens, then mean over the
+    ``num_generations``, ``grpo_steps``, ``grpo_lr``, ``temperature``; ``beta`` and
+    ``top_entropy_quantile`` where ``args`` has them): a constant learning rate, no KL by default, ``loss_type="grpo"`` (per-trajectory mean over planner tokens, then mean over the
     batch), group-scaled rewards, no shuffling, no checkpoints. Precision is explicit: TRL's
     default is bf16 autocast even on CPU. One optimizer step per batch of
     ``questions_per_step`` groups unless the caller splits it."""
@@ -154,7 +154,8 @@ def cpu_grpo_config(
         max_steps=max_steps or args.grpo_steps,
         learning_rate=args.grpo_lr,
         lr_scheduler_type="constant",
-        beta=0.0,
+        beta=getattr(args, "beta", 0.0),  # the KL anchor to the start (recipe.py's --beta)
+        top_entropy_quantile=getattr(args, "top_entropy_quantile", 1.0),
         temperature=args.temperature,
         loss_type="grpo",
         scale_rewards="group",
