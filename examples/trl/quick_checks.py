@@ -128,7 +128,7 @@ def main() -> None:
         folder = out / name
         folder.mkdir(exist_ok=True)
         runs = {}
-        started = time.time()
+        started, cpu = time.time(), time.process_time()
         for null in (False, True):
             result = recipe.run_grpo(args, tokenizer, None, folder, folder, options.seed, null)
             label = "null" if null else "grpo"
@@ -141,7 +141,8 @@ def main() -> None:
             f"{options.start} --seed {options.seed} --threads {options.threads}",
             "options": CHECKS[name],
             "base": BASE,
-            "wall_s_pair": time.time() - started,  # one thread: about its CPU time
+            "wall_s_pair": time.time() - started,
+            "cpu_s_pair": time.process_time() - cpu,
             **runs,
             "probe_change_over_null": {
                 kind: (runs["grpo"]["probe_end"][kind] - runs["grpo"]["probe_start"][kind])

@@ -8,14 +8,14 @@ import json
 from pathlib import Path
 from typing import Any
 
-from recipe_common import mean_std, paired_gain, write
+from recipe_common import CHECKPOINTS, mean_std, paired_gain, write
 
 
 def start_result(out: Path, args: argparse.Namespace) -> Path:
     """The scores of the start (``<start>.json``, ``sft.json`` or ``sft_step<N>.json``), for
     paired gains."""
-    if args.start is not None:
-        return out / f"{args.start}.json"
+    if args.start is not None:  # a committed start's scores sit beside its weights
+        return CHECKPOINTS / f"{args.start}.json"
     return out / ("sft.json" if args.start_step is None else f"sft_step{args.start_step}.json")
 
 
