@@ -65,17 +65,23 @@ def tiny_model(tokenizer: Any) -> LlamaForCausalLM:
     return LlamaForCausalLM(config)
 
 
+def live_envs_by_prompt(module: Any) -> dict[tuple[int, ...], Any]:
+    """The live envs of the adapter module's pool, by the observation each is waiting on (a
+    scripted policy finds the episode a prompt belongs to)."""
+    return {
+        tuple(env.session.observation.token_ids): env
+        for pool in module._POOL._envs.values()
+        for env in pool
+        if env.session is not None and not env.session.done
+    }
+
+
 def half_expert(generate: Any, tokenizer: Any) -> Any:
     """Every other episode the expert acts (sent as ids), so groups get mixed rewards."""
 
     def act(prompts: list[list[int]], max_new_tokens: int):
         completions, logprobs = generate(prompts, max_new_tokens)
-        by_prompt = {
-            tuple(env.session.observation.token_ids): env
-            for pool in rollout._POOL._envs.values()
-            for env in pool
-            if env.session is not None and not env.session.done
-        }
+        by_prompt = live_envs_by_prompt(rollout)
         for i, prompt in enumerate(prompts):
             if i % 2 == 0:
                 action = ExpertPlanner(by_prompt[tuple(prompt)]).act()

@@ -22,7 +22,7 @@ import pytest
 import torch
 from conftest import ROOT  # noqa: E402
 from datasets import Dataset  # noqa: E402
-from test_trl import cpu_grpo_config, tiny_model  # noqa: E402
+from test_trl import cpu_grpo_config, live_envs_by_prompt, tiny_model  # noqa: E402
 
 from agentflow_env.base.tokens import load_default_tokenizer, to_hf_tokenizer  # noqa: E402
 from agentflow_env.rollout import DynamicSampling, group_key  # noqa: E402
@@ -46,12 +46,7 @@ def scripted(generate: Any, tokenizer: Any) -> Any:
 
     def act(prompts: list[list[int]], max_new_tokens: int):
         completions, logprobs = generate(prompts, max_new_tokens)
-        by_prompt = {
-            tuple(env.session.observation.token_ids): env
-            for pool in rollout._POOL._envs.values()
-            for env in pool
-            if env.session is not None and not env.session.done
-        }
+        by_prompt = live_envs_by_prompt(rollout)
         for i, prompt in enumerate(prompts):
             env = by_prompt.get(tuple(prompt))
             if env is None:

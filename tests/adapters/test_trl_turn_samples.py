@@ -22,7 +22,7 @@ import pytest
 import torch
 from conftest import ROOT  # noqa: E402
 from datasets import Dataset  # noqa: E402
-from test_trl import cpu_grpo_config, tiny_model  # noqa: E402
+from test_trl import cpu_grpo_config, live_envs_by_prompt, tiny_model  # noqa: E402
 
 from agentflow_env.base.tokens import load_default_tokenizer, to_hf_tokenizer  # noqa: E402
 from agentflow_env.rollout import TrainerSample, group_signal  # noqa: E402
@@ -45,12 +45,7 @@ def half_expert(generate: Any, tokenizer: Any) -> Any:
 
     def act(prompts: list[list[int]], max_new_tokens: int) -> Any:
         completions, logprobs = generate(prompts, max_new_tokens)
-        by_prompt = {
-            tuple(env.session.observation.token_ids): env
-            for pool in rollout._POOL._envs.values()
-            for env in pool
-            if env.session is not None and not env.session.done
-        }
+        by_prompt = live_envs_by_prompt(rollout)
         for i, prompt in enumerate(prompts):
             if i % 2 == 0:
                 action = ExpertPlanner(by_prompt[tuple(prompt)]).act()
