@@ -142,9 +142,7 @@ def make_rollout_func(
 
         def play(labels: list[Any], greedy: bool = False) -> list[EpisodeResult]:
             forks = value_forks if credit == "monte_carlo" and not greedy else 0
-            generate = (
-                trainer_generate(trainer, greedy=True) if greedy else trainer_generate(trainer)
-            )
+            generate = trainer_generate(trainer, greedy=greedy)
             return run_episodes(
                 labels, generate, tokenizer, value_forks=forks, timing=timing, **options
             )

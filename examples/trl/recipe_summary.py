@@ -19,81 +19,120 @@ def start_result(out: Path, args: argparse.Namespace) -> Path:
     return out / ("sft.json" if args.start_step is None else f"sft_step{args.start_step}.json")
 
 
+def pass_at_k(sampled: dict[str, Any]) -> float:
+    """The ``pass_at_<k>`` figure of a ``sampled`` score, whatever its k."""
+    return sampled[f"pass_at_{sampled['k']}"]
+
+
+def gap_closed(start: dict[str, Any], run: dict[str, Any]) -> float | None:
+    """The fraction of the start's gap between greedy success and pass@k that a run's greedy
+    success closes, on the episodes pass@k was scored on (the suite's first ones)."""
+    episodes = start["sampled"]["episodes"]
+    start_greedy = sum(start["greedy"]["outcomes"][:episodes]) / episodes
+    run_greedy = sum(run["greedy"]["outcomes"][:episodes]) / episodes
+    gap = pass_at_k(start["sampled"]) - start_greedy
+    return None if gap <= 0 else (run_greedy - start_greedy) / gap
+
+
+def run_figures(start: dict[str, Any], run: dict[str, Any]) -> dict[str, Any]:
+    """One scored run beside its start: greedy success, paired gain, pass@k (at the start's
+    temperature), invalid actions per episode, the gap closed and the wall time."""
+    if run["sampled"]["temperature"] != start["sampled"]["temperature"]:
+        raise ValueError("pass@k must be scored at the start's temperature to compare")
+    return {
+        "greedy": run["greedy"]["success"],
+        "ci95": run["greedy"]["ci95"],
+        "gain_over_start": paired_gain(start["greedy"]["outcomes"], run["greedy"]["outcomes"]),
+        "pass_at_k": pass_at_k(run["sampled"]),
+        "sampled_pass_at_1": run["sampled"]["pass_at_1"],
+        "invalid_actions": run["greedy"]["invalid_actions"],
+        "gap_closed": gap_closed(start, run),
+        "train_s": run["train_s"],
+    }
+
+
+def target_checks(start: dict[str, Any], seeds: dict[str, Any]) -> dict[str, bool]:
+    """The main-task target, check by check, over the seeds' ``run_figures`` (``grpo`` and, when
+    scored, ``null``)."""
+    grpo = [row["grpo"] for row in seeds.values()]
+    gains = [r["gain_over_start"]["points"] for r in grpo]
+    closed = [r["gap_closed"] for r in grpo]
+    return {
+        "every_seed_beats_its_null": bool(seeds)
+        and all(
+            "gain_over_null" in row and row["gain_over_null"]["ci95_points"][0] > 0
+            for row in seeds.values()
+        ),
+        "mean_gain_at_least_6_points": bool(gains) and sum(gains) / len(gains) >= 6,
+        "every_seed_gain_ci_above_0": all(r["gain_over_start"]["ci95_points"][0] > 0 for r in grpo),
+        "half_the_pass_at_k_gap_closed": bool(closed)
+        and None not in closed
+        and sum(closed) / len(closed) >= 0.5,
+        "pass_at_k_not_fallen": all(r["pass_at_k"] >= pass_at_k(start["sampled"]) for r in grpo),
+        "invalid_actions_not_risen": all(
+            r["invalid_actions"] <= start["greedy"]["invalid_actions"] for r in grpo
+        ),
+    }
+
+
 def summarize(out: Path, args: argparse.Namespace) -> dict[str, Any]:
     """Per seed and over seeds: greedy held-out success and paired gains (points, 95% CI)."""
     sft = json.loads(start_result(out, args).read_text())
-    start = sft["greedy"]["outcomes"]
     seeds: dict[str, Any] = {}
     for path in sorted(out.glob("grpo_seed*.json")):
         grpo = json.loads(path.read_text())
         null_path = out / path.name.replace("grpo_", "null_")
-        row: dict[str, Any] = {
-            "grpo": grpo["greedy"]["success"],
-            "grpo_ci95": grpo["greedy"]["ci95"],
-            "grpo_sampled_pass_at_1": grpo["sampled"]["pass_at_1"],
-            "gain_over_sft": paired_gain(start, grpo["greedy"]["outcomes"]),
-            "grpo_train_s": grpo["train_s"],
-        }
+        row: dict[str, Any] = {"grpo": run_figures(sft, grpo)}
         if null_path.exists():
             null = json.loads(null_path.read_text())
-            row.update(
-                {
-                    "null": null["greedy"]["success"],
-                    "null_ci95": null["greedy"]["ci95"],
-                    "null_gain_over_sft": paired_gain(start, null["greedy"]["outcomes"]),
-                    "gain_over_null": paired_gain(
-                        null["greedy"]["outcomes"], grpo["greedy"]["outcomes"]
-                    ),
-                    "null_train_s": null["train_s"],
-                }
+            row["null"] = run_figures(sft, null)
+            row["gain_over_null"] = paired_gain(
+                null["greedy"]["outcomes"], grpo["greedy"]["outcomes"]
             )
         rft_path = out / path.name.replace("grpo_", "rft_")
         if rft_path.exists():
             rft = json.loads(rft_path.read_text())
-            row.update(
-                {
-                    "rft": rft["greedy"]["success"],
-                    "rft_gain_over_sft": paired_gain(start, rft["greedy"]["outcomes"]),
-                    "gain_over_rft": paired_gain(
-                        rft["greedy"]["outcomes"], grpo["greedy"]["outcomes"]
-                    ),
-                    "rft_train_s": rft["train_s"],
-                }
+            row["rft"] = run_figures(sft, rft)
+            row["gain_over_rft"] = paired_gain(
+                rft["greedy"]["outcomes"], grpo["greedy"]["outcomes"]
             )
         seeds[str(grpo["seed"])] = row
 
-    def over_seeds(key: str) -> dict[str, float] | None:
-        values = [r[key]["points"] for r in seeds.values() if key in r]
+    def over_seeds(*keys: str) -> dict[str, float] | None:
+        values = []
+        for row in seeds.values():
+            value: Any = row
+            for key in keys:
+                value = value.get(key) if isinstance(value, dict) else None
+            if value is not None:
+                values.append(value["points"] if isinstance(value, dict) else value)
         return mean_std(values) if values else None
 
     summary: dict[str, Any] = {
-        "sft": {
-            "start": start_result(out, args).name,
+        "start": {
+            "name": start_result(out, args).name,
             "greedy": sft["greedy"]["success"],
             "ci95": sft["greedy"]["ci95"],
             "episodes": sft["greedy"]["episodes"],
+            "invalid_actions": sft["greedy"]["invalid_actions"],
             "sampled": sft["sampled"],
             "train_s": sft.get("train_s"),
         },
         "seeds": seeds,
-        "gain_over_sft_points": over_seeds("gain_over_sft"),
-        "gain_over_null_points": over_seeds("gain_over_null"),
-        "null_gain_over_sft_points": over_seeds("null_gain_over_sft"),
-        "rft_gain_over_sft_points": over_seeds("rft_gain_over_sft"),
-        "every_seed_beats_sft": all(r["gain_over_sft"]["points"] > 0 for r in seeds.values()),
-        "every_seed_beats_null": all(
-            r.get("gain_over_null", {}).get("points", 0) > 0 for r in seeds.values()
-        ),
+        "over_seeds": {
+            "gain_over_start_points": over_seeds("grpo", "gain_over_start"),
+            "gain_over_null_points": over_seeds("gain_over_null"),
+            "null_gain_over_start_points": over_seeds("null", "gain_over_start"),
+            "rft_gain_over_start_points": over_seeds("rft", "gain_over_start"),
+            "gap_closed": over_seeds("grpo", "gap_closed"),
+            "grpo_train_s": over_seeds("grpo", "train_s"),
+        },
+        "targets": target_checks(sft, seeds),
     }
     more = out / "more_sft.json"
     if more.exists():
         data = json.loads(more.read_text())
-        summary["more_sft"] = {
-            "greedy": data["greedy"]["success"],
-            "gain_over_sft": paired_gain(start, data["greedy"]["outcomes"]),
-            "steps": data["steps"],
-            "train_s": data["train_s"],
-        }
+        summary["more_sft"] = {**run_figures(sft, data), "steps": data["steps"]}
     write(out / "summary.json", summary)
     plot(out, summary)
     print(json.dumps(summary, indent=1))
@@ -128,19 +167,19 @@ def plot(out: Path, summary: dict[str, Any]) -> None:
     probe.set_xlabel("GRPO step")
     probe.set_ylabel("greedy success, held-out probe")
     probe.legend(fontsize=7)
-    sft = summary["sft"]
+    sft = summary["start"]
     final.axhspan(*sft["ci95"], color="grey", alpha=0.3, label="SFT start (95% CI)")
     for index, (seed, row) in enumerate(summary["seeds"].items()):
-        for offset, key in ((-0.1, "grpo"), (0.1, "null")):
+        for offset, key in ((-0.15, "grpo"), (0.0, "null"), (0.15, "rft")):
             if key not in row:
                 continue
-            value = row[key]
-            low, high = row[f"{key}_ci95"]
+            value = row[key]["greedy"]
+            low, high = row[key]["ci95"]
             final.errorbar(
                 [index + offset],
                 [value],
                 yerr=[[value - low], [high - value]],
-                fmt="o" if key == "grpo" else "s",
+                fmt={"grpo": "o", "null": "s", "rft": "^"}[key],
                 color=f"C{index}",
                 label=f"{key} seed {seed}",
             )

@@ -109,7 +109,9 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         seen.append(output)
         return output
 
-    rollout.trainer_generate = lambda trainer: half_expert(real_generate(trainer), tokenizer)
+    rollout.trainer_generate = lambda trainer, greedy=False: half_expert(
+        real_generate(trainer, greedy=greedy), tokenizer
+    )
     dataset = Dataset.from_dict({"prompt": [rollout.task_prompt(s) for s in range(20)]})
     trainer = GRPOTrainer(
         model=model,

@@ -149,8 +149,8 @@ def test_trainer_consumes_nan_logprobs(tokenizer: Any, tmp_path: Any) -> None:
     assert rollout.trainer_lockstep(trainer) is None  # one process: no collective
     real_generate = rollout.trainer_generate
 
-    def dropping(trainer: Any) -> Any:
-        generate = real_generate(trainer)
+    def dropping(trainer: Any, greedy: bool = False) -> Any:
+        generate = real_generate(trainer, greedy=greedy)
 
         def call(prompts: list[list[int]], max_new_tokens: int):
             ids, logprobs = generate(prompts, max_new_tokens)

@@ -265,8 +265,8 @@ def trainer_worker(rank: int, port: int, out: Path) -> None:
     report: dict[str, Any] = {"batch_sizes": [], "gathered_sizes": []}
     real_generate = rollout.trainer_generate
 
-    def recording_generate(trainer: Any) -> Any:
-        generate = real_generate(trainer)
+    def recording_generate(trainer: Any, greedy: bool = False) -> Any:
+        generate = real_generate(trainer, greedy=greedy)
 
         def call(prompts: list[list[int]], max_new_tokens: int):
             # A collective per call, like vLLM server mode's gather of the prompts.

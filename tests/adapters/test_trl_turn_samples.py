@@ -113,8 +113,8 @@ def train_one_step(
 
     real_generate = rollout.trainer_generate
 
-    def recording_generate(trainer: Any) -> Any:
-        generate = real_generate(trainer)
+    def recording_generate(trainer: Any, greedy: bool = False) -> Any:
+        generate = real_generate(trainer, greedy=greedy)
         acting = half_expert(generate, tokenizer) if expert else generate
 
         def call(prompts: list[list[int]], max_new_tokens: int) -> Any:

@@ -81,6 +81,29 @@ def test_the_recipe_options_reach_the_rollout_and_the_config(tmp_path) -> None:
     assert (config.beta, config.top_entropy_quantile, config.temperature) == (0.04, 0.2, 0.5)
 
 
+class RecordingEvaluator:
+    """``PairedEvaluator``'s two scores, recording the sampling temperature asked for."""
+
+    def __init__(self) -> None:
+        self.temperatures: list[float] = []
+
+    def greedy(self, model: object) -> dict:
+        return {"success": 0.5, "episodes": 2}
+
+    def sampled(self, model: object, temperature: float, k: int, episodes: int) -> dict:
+        self.temperatures.append(temperature)
+        return {"pass_at_1": 0.25, f"pass_at_{k}": 0.5, "temperature": temperature}
+
+
+def test_pass_at_k_is_sampled_at_the_pass_temperature_when_given() -> None:
+    args = recipe.build_parser().parse_args(["--temperature", "0.4"])
+    evaluator = RecordingEvaluator()
+    recipe.score(evaluator, None, args)
+    args = recipe.build_parser().parse_args(["--temperature", "0.4", "--pass-temperature", "0.7"])
+    assert recipe.score(evaluator, None, args)["sampled"]["temperature"] == 0.7
+    assert evaluator.temperatures == [0.4, 0.7]
+
+
 def test_rft_trains_on_the_sampled_ids_with_loss_on_actions_only(tmp_path) -> None:
     from datasets import Dataset
     from rft import rft_records

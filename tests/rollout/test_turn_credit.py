@@ -136,7 +136,9 @@ def test_turn_credit_trainer_hands_per_token_advantages_to_trls_loss(tmp_path: A
     credit = load_adapter("adapters/trl/turn_credit.py", "agentflow_trl_turn_credit")
     tokenizer = to_hf_tokenizer(load_default_tokenizer())
     real_generate = rollout.trainer_generate
-    rollout.trainer_generate = lambda trainer: half_expert(real_generate(trainer), tokenizer)
+    rollout.trainer_generate = lambda trainer, greedy=False: half_expert(
+        real_generate(trainer, greedy=greedy), tokenizer
+    )
     seen: list[dict[str, Any]] = []
     inner = rollout.make_rollout_func(
         {"hops": 2, "max_turns": 3, "reward_shaping": "progress"},
