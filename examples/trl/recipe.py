@@ -457,7 +457,7 @@ def main() -> None:
             {"settings": settings, **run_more_sft(args, tokenizer, evaluate, work, out)},
         )
     if "summary" in args.phases:
-        summarize(out, args)
+        summarize(out, args, hops=[task.hops for task in evaluate.suite.tasks(args.eval_episodes)])
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,12 +35,38 @@ def gap_closed(start: dict[str, Any], run: dict[str, Any]) -> float | None:
     return None if gap <= 0 else (run_greedy - start_greedy) / gap
 
 
-def run_figures(start: dict[str, Any], run: dict[str, Any]) -> dict[str, Any]:
-    """One scored run beside its start: greedy success, paired gain, pass@k (at the start's
-    temperature), invalid actions per episode, the gap closed and the wall time."""
+def gain_by_hops(
+    hops: Sequence[int], before: Sequence[int], after: Sequence[int]
+) -> dict[str, dict[str, Any]]:
+    """The paired gain on each hop count's episodes (``hops``: the suite's, episode by episode)."""
+    if len(hops) != len(before):
+        raise ValueError("one hop count per scored episode")
+    gains = {}
+    for count in sorted(set(hops)):
+        chosen = [i for i, h in enumerate(hops) if h == count]
+        gains[str(count)] = paired_gain([before[i] for i in chosen], [after[i] for i in chosen])
+    return gains
+
+
+def run_figures(
+    start: dict[str, Any], run: dict[str, Any], hops: Sequence[int] | None = None
+) -> dict[str, Any]:
+    """One scored run beside its start: greedy success, paired gain (per hop count too, given the
+    suite's ``hops``), pass@k (at the start's temperature), invalid actions per episode, the gap
+    closed and the wall time."""
     if run["sampled"]["temperature"] != start["sampled"]["temperature"]:
         raise ValueError("pass@k must be scored at the start's temperature to compare")
+    by_hops = (
+        {}
+        if hops is None
+        else {
+            "gain_over_start_by_hops": gain_by_hops(
+                hops, start["greedy"]["outcomes"], run["greedy"]["outcomes"]
+            )
+        }
+    )
     return {
+        **by_hops,
         "greedy": run["greedy"]["success"],
         "ci95": run["greedy"]["ci95"],
         "gain_over_start": paired_gain(start["greedy"]["outcomes"], run["greedy"]["outcomes"]),
@@ -59,10 +86,7 @@ def target_checks(start: dict[str, Any], seeds: dict[str, Any]) -> dict[str, boo
     closed = [r["gap_closed"] for r in grpo]
     return {
         "every_seed_beats_its_null": bool(seeds)
-        and all(
-            "gain_over_null" in row and row["gain_over_null"]["ci95_points"][0] > 0
-            for row in seeds.values()
-        ),
+        and all("gain_over_null" in r and r["gain_over_null"]["ci95_points"][0] > 0 for r in grpo),
         "mean_gain_at_least_6_points": bool(gains) and sum(gains) / len(gains) >= 6,
         "every_seed_gain_ci_above_0": all(r["gain_over_start"]["ci95_points"][0] > 0 for r in grpo),
         "half_the_pass_at_k_gap_closed": bool(closed)
@@ -75,37 +99,36 @@ def target_checks(start: dict[str, Any], seeds: dict[str, Any]) -> dict[str, boo
     }
 
 
-def summarize(out: Path, args: argparse.Namespace) -> dict[str, Any]:
-    """Per seed and over seeds: greedy held-out success and paired gains (points, 95% CI)."""
+def summarize(
+    out: Path, args: argparse.Namespace, hops: Sequence[int] | None = None
+) -> dict[str, Any]:
+    """Per seed and over seeds: greedy held-out success and paired gains (points, 95% CI), split
+    by hop count when the suite's ``hops`` are given."""
     sft = json.loads(start_result(out, args).read_text())
     seeds: dict[str, Any] = {}
     for path in sorted(out.glob("grpo_seed*.json")):
         grpo = json.loads(path.read_text())
         null_path = out / path.name.replace("grpo_", "null_")
-        row: dict[str, Any] = {"grpo": run_figures(sft, grpo)}
+        row: dict[str, Any] = {"grpo": run_figures(sft, grpo, hops)}
         if null_path.exists():
             null = json.loads(null_path.read_text())
-            row["null"] = run_figures(sft, null)
-            row["gain_over_null"] = paired_gain(
+            row["null"] = run_figures(sft, null, hops)
+            row["grpo"]["gain_over_null"] = paired_gain(
                 null["greedy"]["outcomes"], grpo["greedy"]["outcomes"]
             )
         rft_path = out / path.name.replace("grpo_", "rft_")
         if rft_path.exists():
             rft = json.loads(rft_path.read_text())
-            row["rft"] = run_figures(sft, rft)
-            row["gain_over_rft"] = paired_gain(
+            row["rft"] = run_figures(sft, rft, hops)
+            row["grpo"]["gain_over_rft"] = paired_gain(
                 rft["greedy"]["outcomes"], grpo["greedy"]["outcomes"]
             )
         seeds[str(grpo["seed"])] = row
 
-    def over_seeds(*keys: str) -> dict[str, float] | None:
-        values = []
-        for row in seeds.values():
-            value: Any = row
-            for key in keys:
-                value = value.get(key) if isinstance(value, dict) else None
-            if value is not None:
-                values.append(value["points"] if isinstance(value, dict) else value)
+    def over_seeds(arm: str, figure: str, field: str | None = "points") -> dict[str, float] | None:
+        """Mean and spread over the seeds that have ``figure`` in ``arm`` (a gain's ``points``)."""
+        values = [row[arm][figure] for row in seeds.values() if figure in row.get(arm, {})]
+        values = [v if field is None else v[field] for v in values if v is not None]
         return mean_std(values) if values else None
 
     summary: dict[str, Any] = {
@@ -121,18 +144,19 @@ def summarize(out: Path, args: argparse.Namespace) -> dict[str, Any]:
         "seeds": seeds,
         "over_seeds": {
             "gain_over_start_points": over_seeds("grpo", "gain_over_start"),
-            "gain_over_null_points": over_seeds("gain_over_null"),
+            "gain_over_null_points": over_seeds("grpo", "gain_over_null"),
+            "gain_over_rft_points": over_seeds("grpo", "gain_over_rft"),
             "null_gain_over_start_points": over_seeds("null", "gain_over_start"),
             "rft_gain_over_start_points": over_seeds("rft", "gain_over_start"),
-            "gap_closed": over_seeds("grpo", "gap_closed"),
-            "grpo_train_s": over_seeds("grpo", "train_s"),
+            "gap_closed": over_seeds("grpo", "gap_closed", field=None),
+            "grpo_train_s": over_seeds("grpo", "train_s", field=None),
         },
         "targets": target_checks(sft, seeds),
     }
     more = out / "more_sft.json"
     if more.exists():
         data = json.loads(more.read_text())
-        summary["more_sft"] = {**run_figures(sft, data), "steps": data["steps"]}
+        summary["more_sft"] = {**run_figures(sft, data, hops), "steps": data["steps"]}
     write(out / "summary.json", summary)
     plot(out, summary)
     print(json.dumps(summary, indent=1))
@@ -147,7 +171,7 @@ def plot(out: Path, summary: dict[str, Any]) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (probe, final) = plt.subplots(1, 2, figsize=(11, 4))
+    fig, (probe, final) = plt.subplots(1, 2, figsize=(12, 4))
     for index, seed in enumerate(summary["seeds"]):
         color = f"C{index}"
         for phase, style in (("grpo", "o-"), ("null", "s--")):
@@ -187,6 +211,6 @@ def plot(out: Path, summary: dict[str, Any]) -> None:
         final.axhline(summary["more_sft"]["greedy"], color="black", linestyle=":", label="more SFT")
     final.set_xticks(range(len(summary["seeds"])), [f"seed {s}" for s in summary["seeds"]])
     final.set_ylabel(f"greedy success, {sft['episodes']} held-out episodes")
-    final.legend(fontsize=7)
+    final.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.tight_layout()
     fig.savefig(out / "recipe.png", dpi=80)

@@ -67,8 +67,10 @@ def test_the_target_holds_only_when_every_condition_does() -> None:
     weak = START["greedy"]["outcomes"]
     seeds = {
         "0": {
-            "grpo": figures(strong, 0.9, 0.0),
-            "gain_over_null": {"points": 50.0, "ci95_points": [30.0, 70.0]},
+            "grpo": {
+                **figures(strong, 0.9, 0.0),
+                "gain_over_null": {"points": 50.0, "ci95_points": [30.0, 70.0]},
+            }
         }
     }
     checks = recipe_summary.target_checks(START, seeds)
@@ -77,14 +79,15 @@ def test_the_target_holds_only_when_every_condition_does() -> None:
     no_null = {"0": {"grpo": figures(strong, 0.9, 0.0)}}
     assert not recipe_summary.target_checks(START, no_null)["every_seed_beats_its_null"]
 
-    flat = {"0": {**seeds["0"], "grpo": figures(weak, 0.6, 0.0)}}
+    null_gain = seeds["0"]["grpo"]["gain_over_null"]
+    flat = {"0": {"grpo": {**figures(weak, 0.6, 0.0), "gain_over_null": null_gain}}}
     checks = recipe_summary.target_checks(START, flat)
     assert not checks["mean_gain_at_least_6_points"]
     assert not checks["every_seed_gain_ci_above_0"]
     assert not checks["half_the_pass_at_k_gap_closed"]
     assert checks["pass_at_k_not_fallen"]
 
-    damaged = {"0": {**seeds["0"], "grpo": figures(strong, 0.5, 0.3)}}
+    damaged = {"0": {"grpo": {**figures(strong, 0.5, 0.3), "gain_over_null": null_gain}}}
     checks = recipe_summary.target_checks(START, damaged)
     assert not checks["pass_at_k_not_fallen"]
     assert not checks["invalid_actions_not_risen"]
@@ -100,15 +103,23 @@ def test_summarize_writes_every_arm_beside_the_start(tmp_path: Path) -> None:
     (tmp_path / "more_sft.json").write_text(json.dumps({**scored(better, 0.7, 0.0), "steps": 40}))
     args = argparse.Namespace(start=str(tmp_path / "start"), start_step=None)  # a path: read as is
 
-    summary = recipe_summary.summarize(tmp_path, args)
+    hops = [1, 2] * 10  # the gains are episodes 2 (1 hop) and 3 (2 hops), counted from 0
+    summary = recipe_summary.summarize(tmp_path, args, hops)
 
     assert json.loads((tmp_path / "summary.json").read_text()) == summary
     assert (tmp_path / "recipe.png").stat().st_size > 0
     row = summary["seeds"]["0"]
     assert row["grpo"]["gain_over_start"]["points"] == pytest.approx(10.0)
     assert row["null"]["gain_over_start"]["points"] == pytest.approx(0.0)
-    assert row["gain_over_null"]["won"] == 2
+    assert row["grpo"]["gain_over_null"]["won"] == 2
+    assert summary["over_seeds"]["gain_over_null_points"]["mean"] == pytest.approx(10.0)
+    assert summary["over_seeds"]["rft_gain_over_start_points"] is None
     assert summary["over_seeds"]["gap_closed"]["mean"] == pytest.approx(0.5)
+    by_hops = row["grpo"]["gain_over_start_by_hops"]
+    assert {h: g["episodes"] for h, g in by_hops.items()} == {"1": 10, "2": 10}
+    assert by_hops["1"]["points"] == pytest.approx(10.0)
+    assert by_hops["2"]["points"] == pytest.approx(10.0)
+    assert row["null"]["gain_over_start_by_hops"]["2"]["won"] == 0
     assert summary["more_sft"]["steps"] == 40
     assert summary["targets"]["mean_gain_at_least_6_points"]
     assert summary["targets"]["half_the_pass_at_k_gap_closed"]
