@@ -8,8 +8,11 @@ two hops, a fresh small world per episode, at most 4 turns. Phases (``--phases``
   on the held-out episodes and sampled (pass@1, pass@k at the training temperature).
 - ``checkpoints``: the SFT checkpoints (``--sft-checkpoints``) scored the same way, so the
   SFT curve shows what more SFT buys at this point;
+- ``start``: the start scored in the sample shape of ``--samples`` (``start_<shape>.json``): the
+  paired baseline of ``--samples turns`` runs, which play AgentFlow's structured prompts;
 - ``grpo``: Flow-GRPO from that start, once per ``--seeds`` seed (``AgentFlowGRPOTrainer``:
-  TRL's ``GRPOTrainer`` with the training diagnostics);
+  TRL's ``GRPOTrainer`` with the training diagnostics); with ``--samples turns`` one row per
+  planner turn (``grpo_turns_seed<N>.json``), and ``--grpo-seconds`` caps its wall time;
 - ``null``: the same run with the advantages permuted across each batch (``null_control``): what
   the optimizer does to the policy with the same step sizes and no signal;
 - ``more_sft``: the SFT start trained further with SFT for the mean GRPO wall time;
@@ -67,7 +70,8 @@ from agentflow_env.rollout import DynamicSampling  # noqa: E402
 SFT_SEEDS, GRPO_SEEDS = 0, 1_000_000  # held-out: the test split (tiny-bridge-v1's seeds)
 RESERVE_SEEDS = 5_000_000  # dynamic sampling's refill questions (seed S: its own range)
 HELD_OUT_PROBE_SEEDS = 3_000_000  # the small frozen set the trainer probes along the way
-PHASES = ("sft", "checkpoints", "grpo", "null", "more_sft", "rft", "summary")
+PHASES = ("sft", "checkpoints", "start", "grpo", "null", "more_sft", "rft", "summary")
+DEFAULT_PHASES = [phase for phase in PHASES if phase != "start"]  # flat runs use the SFT's score
 
 
 class Checkpoints(TrainerCallback):
@@ -169,7 +173,7 @@ def run_grpo(
     data = Dataset.from_dict(
         {"prompt": [task_prompt(first + i, **train_kwargs) for i in range(questions)]}
     )
-    name = f"{'null' if null else 'grpo'}_seed{seed}"
+    name = arm_name("null" if null else "grpo", seed, args.samples)
     diagnostics = out / f"diagnostics_{name}.jsonl"
     diagnostics.unlink(missing_ok=True)
     held_out = [
@@ -200,6 +204,7 @@ def run_grpo(
             held_out_k=args.pass_k,
             max_action_tokens=MAX_ACTION_TOKENS,
             diagnostics_every=args.diagnostics_every,
+            callbacks=[] if args.grpo_seconds is None else [StopAfter(args.grpo_seconds)],
         )
         start = time.time()
         trainer.train()
@@ -210,10 +215,23 @@ def run_grpo(
         {k: v for k, v in e.items() if k in keep or k.startswith(prefixes)}
         for e in trainer.state.log_history
     ]
-    result = {"arm": name, "seed": seed, "null_control": null, "train_s": train_s, "log": log}
+    result = {
+        "arm": name,
+        "seed": seed,
+        "null_control": null,
+        "samples": args.samples,
+        "steps": trainer.state.global_step,
+        "train_s": train_s,
+        "log": log,
+    }
     if args.no_final_score:  # a quick check: the diagnostics log holds the figures
         return result
     return {**result, **score(evaluate, model, args)}
+
+
+def arm_name(phase: str, seed: int, samples: str = "flat") -> str:
+    """A run's file stem: ``grpo_seed0``, or ``grpo_turns_seed0`` for one row per planner turn."""
+    return f"{phase}{'_turns' if samples == 'turns' else ''}_seed{seed}"
 
 
 def dynamic_sampling(
@@ -325,7 +343,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="examples/trl/results/recipe")
     parser.add_argument("--work", default="runs/recipe", help="SFT weights and scratch")
-    parser.add_argument("--phases", nargs="+", default=list(PHASES), choices=PHASES)
+    parser.add_argument("--phases", nargs="+", default=DEFAULT_PHASES, choices=PHASES)
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--hidden", type=int, default=64)
     parser.add_argument("--layers", type=int, default=2)
@@ -346,6 +364,11 @@ def build_parser() -> argparse.ArgumentParser:
         f"({', '.join(sorted(COMMITTED_STARTS))}: examples/trl/checkpoints/) or a weights file",
     )
     parser.add_argument("--grpo-steps", type=int, default=36)
+    parser.add_argument(
+        "--grpo-seconds",
+        type=float,
+        help="stop GRPO after this much wall time (a per-turn run at a flat run's wall time)",
+    )
     parser.add_argument("--grpo-lr", type=float, default=2e-4)
     parser.add_argument("--questions-per-step", type=int, default=16)
     parser.add_argument(
@@ -423,7 +446,13 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     work.mkdir(parents=True, exist_ok=True)
     tokenizer = to_hf_tokenizer(load_default_tokenizer())
-    evaluate = PairedEvaluator(tokenizer, args.suite, args.eval_episodes, MAX_ACTION_TOKENS)
+    if args.samples == "turns" and {"sft", "checkpoints", "more_sft", "rft"} & set(args.phases):
+        raise SystemExit(
+            "sft, checkpoints, more_sft and rft train flat; run them with --samples flat"
+        )
+    evaluate = PairedEvaluator(
+        tokenizer, args.suite, args.eval_episodes, MAX_ACTION_TOKENS, samples=args.samples
+    )
     settings = {
         **{k: v for k, v in vars(args).items() if k not in ("out", "work", "phases")},
         "env": ENV_KWARGS,
@@ -441,12 +470,22 @@ def main() -> None:
                 out / f"sft_step{step}.json",
                 {"settings": settings, "step": step, **score(evaluate, model, args)},
             )
+    if "start" in args.phases:
+        seed_everything(args.sft_seed, args.threads)
+        model = load_start(
+            build_model(tokenizer, args.hidden, args.layers, args.heads), start_weights(work, args)
+        )
+        write(
+            out / f"start_{args.samples}.json",
+            {"settings": settings, "samples": args.samples, **score(evaluate, model, args)},
+        )
     for phase in ("grpo", "null"):
         if phase not in args.phases:
             continue
         for seed in args.seeds:
             result = run_grpo(args, tokenizer, evaluate, work, out, seed, null=phase == "null")
-            write(out / f"{phase}_seed{seed}.json", {"settings": settings, **result})
+            name = arm_name(phase, seed, args.samples)
+            write(out / f"{name}.json", {"settings": settings, **result})
     if "rft" in args.phases:
         for seed in args.seeds:
             result = run_rft_phase(args, tokenizer, evaluate, work, out, seed)

@@ -77,10 +77,13 @@ class PairedEvaluator:
         episodes: int | None,
         max_action_tokens: int,
         batch: int = 250,
+        samples: str = "flat",
     ) -> None:
         """``suite``: a published evaluation suite (``agentflow-env eval --list-suites``); its
-        first ``episodes`` episodes (all if ``None``)."""
+        first ``episodes`` episodes (all if ``None``). ``samples``: the sample shape the policy
+        trains in, whose prompts it is scored on (``"turns"``: AgentFlow's structured prompts)."""
         self.tokenizer = tokenizer
+        self.samples = samples
         self.suite = get_suite(suite)
         self.suite.check_fingerprint()
         self.specs = self.suite.seed_pairs(episodes)
@@ -95,6 +98,7 @@ class PairedEvaluator:
                 generate,
                 self.tokenizer,
                 max_action_tokens=self.max_action_tokens,
+                samples=self.samples,
             )
         return results
 

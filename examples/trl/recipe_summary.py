@@ -1,5 +1,5 @@
 """The recipe's summary: per seed and over seeds, paired gains against the start, the null
-control and RFT, and ``recipe.png``."""
+control and RFT; the per-turn runs beside the flat ones; and ``recipe.png``."""
 
 from __future__ import annotations
 
@@ -78,6 +78,56 @@ def run_figures(
     }
 
 
+def start_figures(name: str, start: dict[str, Any]) -> dict[str, Any]:
+    """A start's scores as the summary reports them."""
+    return {
+        "name": name,
+        "greedy": start["greedy"]["success"],
+        "ci95": start["greedy"]["ci95"],
+        "episodes": start["greedy"]["episodes"],
+        "invalid_actions": start["greedy"]["invalid_actions"],
+        "sampled": start["sampled"],
+        "train_s": start.get("train_s"),
+    }
+
+
+def turns_summary(
+    out: Path, flat_start: dict[str, Any], hops: Sequence[int] | None = None
+) -> dict[str, Any] | None:
+    """The per-turn runs (``grpo_turns_seed<N>.json``) against the same start scored on the
+    structured prompts they play (``start_turns.json``), and against the flat run of their seed
+    on the same episodes; ``None`` without per-turn runs."""
+    runs = sorted(out.glob("grpo_turns_seed*.json"))
+    if not runs:
+        return None
+    start_path = out / "start_turns.json"
+    if not start_path.exists():
+        raise SystemExit("per-turn runs need their start's score: --phases start --samples turns")
+    start = json.loads(start_path.read_text())
+    seeds: dict[str, Any] = {}
+    for path in runs:
+        run = json.loads(path.read_text())
+        row = {**run_figures(start, run, hops), "steps": run.get("steps")}
+        flat_path = out / path.name.replace("grpo_turns_", "grpo_")
+        if flat_path.exists():
+            flat = json.loads(flat_path.read_text())
+            row["gain_over_flat"] = paired_gain(
+                flat["greedy"]["outcomes"], run["greedy"]["outcomes"]
+            )
+            row["flat_train_s"] = flat["train_s"]
+        seeds[str(run["seed"])] = row
+    return {
+        "start": {
+            **start_figures(start_path.name, start),
+            "gain_over_flat_start": paired_gain(  # the suite's first episodes, both scored
+                flat_start["greedy"]["outcomes"][: len(start["greedy"]["outcomes"])],
+                start["greedy"]["outcomes"],
+            ),
+        },
+        "seeds": seeds,
+    }
+
+
 def target_checks(start: dict[str, Any], seeds: dict[str, Any]) -> dict[str, bool]:
     """The main-task target, check by check, over the seeds' ``run_figures`` (``grpo`` and, when
     scored, ``null``)."""
@@ -132,15 +182,7 @@ def summarize(
         return mean_std(values) if values else None
 
     summary: dict[str, Any] = {
-        "start": {
-            "name": start_result(out, args).name,
-            "greedy": sft["greedy"]["success"],
-            "ci95": sft["greedy"]["ci95"],
-            "episodes": sft["greedy"]["episodes"],
-            "invalid_actions": sft["greedy"]["invalid_actions"],
-            "sampled": sft["sampled"],
-            "train_s": sft.get("train_s"),
-        },
+        "start": start_figures(start_result(out, args).name, sft),
         "seeds": seeds,
         "over_seeds": {
             "gain_over_start_points": over_seeds("grpo", "gain_over_start"),
@@ -157,6 +199,9 @@ def summarize(
     if more.exists():
         data = json.loads(more.read_text())
         summary["more_sft"] = {**run_figures(sft, data, hops), "steps": data["steps"]}
+    turns = turns_summary(out, sft, hops)
+    if turns is not None:
+        summary["turns"] = turns
     write(out / "summary.json", summary)
     plot(out, summary)
     print(json.dumps(summary, indent=1))
@@ -165,7 +210,8 @@ def summarize(
 
 def plot(out: Path, summary: dict[str, Any]) -> None:
     """Left: each run's held-out probe along training (greedy pass@1, solid: Flow-GRPO, dashed:
-    null control). Right: final greedy success on the whole suite per seed, with 95% intervals."""
+    null control, dash-dot: one row per planner turn). Right: final greedy success on the whole
+    suite per seed, with 95% intervals."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -174,7 +220,7 @@ def plot(out: Path, summary: dict[str, Any]) -> None:
     fig, (probe, final) = plt.subplots(1, 2, figsize=(12, 4))
     for index, seed in enumerate(summary["seeds"]):
         color = f"C{index}"
-        for phase, style in (("grpo", "o-"), ("null", "s--")):
+        for phase, style in (("grpo", "o-"), ("null", "s--"), ("grpo_turns", "D-.")):
             path = out / f"diagnostics_{phase}_seed{seed}.jsonl"
             if not path.exists():
                 continue
@@ -207,6 +253,23 @@ def plot(out: Path, summary: dict[str, Any]) -> None:
                 color=f"C{index}",
                 label=f"{key} seed {seed}",
             )
+    for index, (seed, row) in enumerate(summary.get("turns", {}).get("seeds", {}).items()):
+        value, (low, high) = row["greedy"], row["ci95"]
+        final.errorbar(
+            [list(summary["seeds"]).index(seed) + 0.3 if seed in summary["seeds"] else index],
+            [value],
+            yerr=[[value - low], [high - value]],
+            fmt="D",
+            color="black",
+            label=f"per-turn seed {seed}",
+        )
+    if "turns" in summary:
+        final.axhline(
+            summary["turns"]["start"]["greedy"],
+            color="grey",
+            linestyle="--",
+            label="SFT start, structured prompts",
+        )
     if "more_sft" in summary:
         final.axhline(summary["more_sft"]["greedy"], color="black", linestyle=":", label="more SFT")
     final.set_xticks(range(len(summary["seeds"])), [f"seed {s}" for s in summary["seeds"]])

@@ -136,3 +136,32 @@ def test_rft_trains_on_the_sampled_ids_with_loss_on_actions_only(tmp_path) -> No
         for t, m in zip(rows[0]["input_ids"], rows[0]["completion_mask"], strict=True)
     ]
     assert batch["labels"][0].tolist() == expected  # feedback and prompt carry no loss
+
+
+def test_a_per_turn_run_has_its_own_files_and_trains_nothing_flat(tmp_path, monkeypatch) -> None:
+    assert recipe.arm_name("grpo", 2) == "grpo_seed2"
+    assert recipe.arm_name("null", 0, "turns") == "null_turns_seed0"
+    args = recipe.build_parser().parse_args(["--samples", "turns", "--grpo-seconds", "60"])
+    assert "start" not in args.phases and args.grpo_seconds == 60
+    argv = ["recipe.py", "--samples", "turns", "--phases", "rft", "--out", str(tmp_path)]
+    monkeypatch.setattr(sys, "argv", [*argv, "--work", str(tmp_path)])
+    with pytest.raises(SystemExit, match="run them with --samples flat"):
+        recipe.main()
+
+
+def test_the_evaluator_plays_the_prompts_of_its_sample_shape(monkeypatch) -> None:
+    seen: list[dict] = []
+
+    def run_episodes(specs, generate, tokenizer, **options):
+        seen.append(options)
+        return []
+
+    monkeypatch.setattr(recipe_common, "run_episodes", run_episodes)
+    tokenizer = to_hf_tokenizer(load_default_tokenizer())
+    for samples in ("flat", "turns"):
+        evaluator = recipe_common.PairedEvaluator(
+            tokenizer, "tiny-bridge-v1", 3, 32, samples=samples
+        )
+        evaluator._run(evaluator.specs, None)
+    assert [o["samples"] for o in seen] == ["flat", "turns"]
+    assert all(o["max_action_tokens"] == 32 for o in seen)

@@ -123,3 +123,28 @@ def test_summarize_writes_every_arm_beside_the_start(tmp_path: Path) -> None:
     assert summary["more_sft"]["steps"] == 40
     assert summary["targets"]["mean_gain_at_least_6_points"]
     assert summary["targets"]["half_the_pass_at_k_gap_closed"]
+
+
+def test_per_turn_runs_are_scored_against_the_start_on_their_own_prompts(tmp_path: Path) -> None:
+    (tmp_path / "start.json").write_text(json.dumps(START))
+    args = argparse.Namespace(start=str(tmp_path / "start"), start_step=None)
+    flat = [1] * 4 + [0] * 6 + [1] * 5 + [0] * 5
+    (tmp_path / "grpo_seed0.json").write_text(json.dumps({**scored(flat, 0.6, 0.0), "seed": 0}))
+    turns = [1] * 6 + [0] * 4 + [1] * 5 + [0] * 5
+    run = {**scored(turns, 0.6, 0.0), "seed": 0, "steps": 30, "train_s": 90.0}
+    (tmp_path / "grpo_turns_seed0.json").write_text(json.dumps(run))
+    with pytest.raises(SystemExit, match="--phases start --samples turns"):
+        recipe_summary.summarize(tmp_path, args)
+
+    # On its structured prompts the start solves one episode fewer than on flat ones.
+    structured = [1] + [0] * 9 + [1] * 5 + [0] * 5
+    (tmp_path / "start_turns.json").write_text(json.dumps(scored(structured, 0.6, 0.02)))
+    turns_summary = recipe_summary.summarize(tmp_path, args)["turns"]
+
+    assert turns_summary["start"]["greedy"] == pytest.approx(0.3)
+    assert turns_summary["start"]["gain_over_flat_start"]["points"] == pytest.approx(-5.0)
+    row = turns_summary["seeds"]["0"]
+    assert row["gain_over_start"]["points"] == pytest.approx(25.0)  # 5 more episodes of 20
+    assert row["gain_over_flat"]["points"] == pytest.approx(10.0)
+    assert row["gap_closed"] == pytest.approx(1.0)  # 1 of 10 -> 6 of 10, pass@8 6 of 10
+    assert (row["steps"], row["train_s"], row["flat_train_s"]) == (30, 90.0, 100.0)
