@@ -159,9 +159,7 @@ def run_grpo(
 ) -> dict[str, Any]:
     """Flow-GRPO (or its null control) from the SFT start with one seed."""
     seed_everything(seed, args.threads)
-    model = load_start(
-        build_model(tokenizer, args.hidden, args.layers, args.heads), start_weights(work, args)
-    )
+    model = start_model(args, tokenizer, work)
     # Each seed trains on its own question stream; the arm and its null control share it.
     first = GRPO_SEEDS + seed * 100_000
     questions = args.grpo_steps * args.questions_per_step
@@ -270,9 +268,7 @@ def run_more_sft(
     the GRPO runs (``--more-sft-seconds`` overrides it)."""
     seconds = grpo_wall_time(out, args.more_sft_seconds, "more_sft")
     seed_everything(args.sft_seed, args.threads)
-    model = load_start(
-        build_model(tokenizer, args.hidden, args.layers, args.heads), start_weights(work, args)
-    )
+    model = start_model(args, tokenizer, work)
     first = SFT_SEEDS + args.sft_demos  # demonstrations the SFT start never saw
     records = expert_demonstrations(
         range(first, first + args.sft_demos), ENV_KWARGS, style="minimal"
@@ -336,6 +332,12 @@ def start_weights(work: Path, args: argparse.Namespace) -> Path | str:
     if args.start_step is None:
         return work / "sft_model.pt"
     return work / f"sft_step{args.start_step}.pt"
+
+
+def start_model(args: argparse.Namespace, tokenizer: Any, work: Path) -> Any:
+    """The recipe's model with the start's weights (``start_weights``) loaded."""
+    model = build_model(tokenizer, args.hidden, args.layers, args.heads)
+    return load_start(model, start_weights(work, args))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -472,9 +474,7 @@ def main() -> None:
             )
     if "start" in args.phases:
         seed_everything(args.sft_seed, args.threads)
-        model = load_start(
-            build_model(tokenizer, args.hidden, args.layers, args.heads), start_weights(work, args)
-        )
+        model = start_model(args, tokenizer, work)
         write(
             out / f"start_{args.samples}.json",
             {"settings": settings, "samples": args.samples, **score(evaluate, model, args)},
@@ -484,8 +484,7 @@ def main() -> None:
             continue
         for seed in args.seeds:
             result = run_grpo(args, tokenizer, evaluate, work, out, seed, null=phase == "null")
-            name = arm_name(phase, seed, args.samples)
-            write(out / f"{name}.json", {"settings": settings, **result})
+            write(out / f"{result['arm']}.json", {"settings": settings, **result})
     if "rft" in args.phases:
         for seed in args.seeds:
             result = run_rft_phase(args, tokenizer, evaluate, work, out, seed)

@@ -253,10 +253,11 @@ def plot(out: Path, summary: dict[str, Any]) -> None:
                 color=f"C{index}",
                 label=f"{key} seed {seed}",
             )
+    positions = {seed: index for index, seed in enumerate(summary["seeds"])}
     for index, (seed, row) in enumerate(summary.get("turns", {}).get("seeds", {}).items()):
         value, (low, high) = row["greedy"], row["ci95"]
         final.errorbar(
-            [list(summary["seeds"]).index(seed) + 0.3 if seed in summary["seeds"] else index],
+            [positions[seed] + 0.3 if seed in positions else index],  # beside its flat seed
             [value],
             yerr=[[value - low], [high - value]],
             fmt="D",
